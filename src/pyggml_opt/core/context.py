@@ -1,0 +1,23 @@
+"""ggml_context: a pool of tensor metadata (and, unless ``no_alloc``, tensor data)."""
+from __future__ import annotations
+
+from .._lib import ffi, lib
+from .handle import Handle
+
+
+class Context(Handle):
+    """Owns a ``struct ggml_context *`` (``ggml_init`` / ``ggml_free``).
+
+    ``n_tensors`` sizes the metadata pool; with ``graph_size`` room for one graph of that many nodes
+    (with gradients when ``grads``) is added. Contexts made here never hold tensor data
+    (``no_alloc=True``): data lives in backend buffers (see ``Buffer``).
+    """
+
+    _kind = "ggml context"
+
+    def __init__(self, n_tensors: int, graph_size: int = 0, grads: bool = False) -> None:
+        size = n_tensors * lib.ggml_tensor_overhead()
+        if graph_size:
+            size += lib.ggml_graph_overhead_custom(graph_size, grads)
+        params = ffi.new("struct ggml_init_params *", {"mem_size": size, "mem_buffer": ffi.NULL, "no_alloc": True})
+        super().__init__(lib.ggml_init(params[0]), lib.ggml_free)

@@ -1,0 +1,135 @@
+"""gguf_context: reading and writing GGUF files (key/value metadata plus named tensors)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .._lib import c_str, ffi, lib
+from .handle import Handle
+from .tensor_data import NP_TYPES, ne_of, shape_of
+
+_GETTERS = {
+    lib.GGUF_TYPE_UINT8: "u8", lib.GGUF_TYPE_INT8: "i8", lib.GGUF_TYPE_UINT16: "u16",
+    lib.GGUF_TYPE_INT16: "i16", lib.GGUF_TYPE_UINT32: "u32", lib.GGUF_TYPE_INT32: "i32",
+    lib.GGUF_TYPE_FLOAT32: "f32", lib.GGUF_TYPE_UINT64: "u64", lib.GGUF_TYPE_INT64: "i64",
+    lib.GGUF_TYPE_FLOAT64: "f64", lib.GGUF_TYPE_BOOL: "bool", lib.GGUF_TYPE_STRING: "str",
+}
+
+
+class GGUFFile(Handle):
+    """Owns a ``gguf_context`` and the ggml context holding its tensors' data.
+
+    ``GGUFFile.read(path)`` parses and validates a file (ggml's parser checks the header, types,
+    sizes and offsets; a bad file is a ValueError, not a crash); ``GGUFFile()`` starts an empty one
+    to fill with ``set`` / ``add_tensor`` and ``write``.
+    """
+
+    _kind = "GGUF context"
+
+    def __init__(self, _ptr=None, _ctx_ptr=None) -> None:
+        self._tensor_ctx = _ctx_ptr
+        self._arrays: list[np.ndarray] = []  # data of tensors added for writing
+        ptr = _ptr if _ptr is not None else lib.gguf_init_empty()
+        super().__init__(ptr, lib.gguf_free)
+        if _ctx_ptr is not None:
+            self._ctx_finalizer = Handle(_ctx_ptr, lib.ggml_free)
+        else:
+            self._ctx_finalizer = None
+
+    def close(self) -> None:
+        super().close()
+        if self._ctx_finalizer is not None:
+            self._ctx_finalizer.close()
+
+    @classmethod
+    def read(cls, path) -> "GGUFFile":
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no such GGUF file: {path!r}")
+        ctx_out = ffi.new("struct ggml_context **")
+        params = ffi.new("struct gguf_init_params *", {"no_alloc": False, "ctx": ctx_out})
+        ptr = lib.gguf_init_from_file(path.encode(), params[0])
+        if ptr == ffi.NULL:
+            raise ValueError(f"{path!r} is not a valid GGUF file (ggml's parser rejected it; "
+                             "see the 'pyggml_opt.ggml' log for the reason)")
+        return cls(ptr, ctx_out[0])
+
+    # ---- metadata ---------------------------------------------------------------------------------------
+    def keys(self) -> list[str]:
+        return [c_str(lib.gguf_get_key(self.ptr, i)) for i in range(lib.gguf_get_n_kv(self.ptr))]
+
+    def get(self, key: str, default=None):
+        """Value of a scalar or string key (arrays are not read); ``default`` if absent."""
+        kid = lib.gguf_find_key(self.ptr, key.encode())
+        if kid < 0:
+            return default
+        kind = lib.gguf_get_kv_type(self.ptr, kid)
+        if kind not in _GETTERS:
+            raise ValueError(f"GGUF key {key!r} has type {c_str(lib.gguf_type_name(kind))}, which is not read")
+        value = getattr(lib, f"gguf_get_val_{_GETTERS[kind]}")(self.ptr, kid)
+        return c_str(value) if kind == lib.GGUF_TYPE_STRING else value
+
+    def set(self, key: str, value) -> None:
+        """Set a key: str, bool, int (int64) or float (float64)."""
+        k = key.encode()
+        if isinstance(value, str):
+            lib.gguf_set_val_str(self.ptr, k, value.encode())
+        elif isinstance(value, bool):
+            lib.gguf_set_val_bool(self.ptr, k, value)
+        elif isinstance(value, (int, np.integer)):
+            lib.gguf_set_val_i64(self.ptr, k, int(value))
+        elif isinstance(value, (float, np.floating)):
+            lib.gguf_set_val_f64(self.ptr, k, float(value))
+        else:
+            raise TypeError(f"GGUF values must be str, bool, int or float; {key!r} is {type(value).__name__}")
+
+    # ---- tensors ---------------------------------------------------------------------------------------------
+    def tensor_names(self) -> list[str]:
+        return [c_str(lib.gguf_get_tensor_name(self.ptr, i)) for i in range(lib.gguf_get_n_tensors(self.ptr))]
+
+    def tensor(self, name: str, ndim: int | None = None) -> np.ndarray:
+        """A copy of tensor ``name`` as numpy (numpy-order shape, ``ndim`` dims if given)."""
+        if self._tensor_ctx is None:
+            raise ValueError("tensors can be read only from a file opened with GGUFFile.read")
+        self.ptr  # noqa: B018 - raises if closed
+        t = lib.ggml_get_tensor(self._tensor_ctx, name.encode())
+        if t == ffi.NULL:
+            raise KeyError(f"no tensor {name!r} in the GGUF file")
+        if t.type not in NP_TYPES:
+            raise ValueError(f"tensor {name!r} has type {c_str(lib.ggml_type_name(t.type))}; only "
+                             "unquantized types are supported")
+        shape = shape_of(t, ndim)
+        nbytes = lib.ggml_nbytes(t)
+        arr = np.frombuffer(ffi.buffer(t.data, nbytes), dtype=NP_TYPES[t.type]).reshape(shape)
+        return arr.copy()
+
+    def tensor_shape(self, name: str, ndim: int | None = None) -> tuple[int, ...]:
+        t = lib.ggml_get_tensor(self._tensor_ctx, name.encode())
+        if t == ffi.NULL:
+            raise KeyError(f"no tensor {name!r} in the GGUF file")
+        return shape_of(t, ndim)
+
+    def add_tensor(self, name: str, value: np.ndarray) -> None:
+        """Add a float32 tensor (numpy-order shape, at most 4 dims) to be written."""
+        arr = np.ascontiguousarray(value, dtype=np.float32)
+        if self._tensor_ctx is None:
+            params = ffi.new("struct ggml_init_params *", {
+                "mem_size": 256 * lib.ggml_tensor_overhead(), "mem_buffer": ffi.NULL, "no_alloc": True})
+            self._tensor_ctx = lib.ggml_init(params[0])
+            self._ctx_finalizer = Handle(self._tensor_ctx, lib.ggml_free)
+        t = lib.ggml_new_tensor(self._tensor_ctx, lib.GGML_TYPE_F32, lib.GGML_MAX_DIMS,
+                                ffi.new("int64_t[4]", ne_of(arr.shape)))
+        if t == ffi.NULL:
+            raise MemoryError("too many tensors for one GGUF file written by pyggml_opt (256)")
+        lib.ggml_set_name(t, name.encode())
+        self._arrays.append(arr)
+        t.data = ffi.cast("void *", ffi.from_buffer(arr))
+        lib.gguf_add_tensor(self.ptr, t)
+
+    def write(self, path) -> None:
+        path = os.fspath(path)
+        tmp = path + ".tmp"
+        if not lib.gguf_write_to_file(self.ptr, tmp.encode(), False):
+            raise OSError(f"could not write GGUF file {path!r}")
+        os.replace(tmp, path)  # never leave a half-written file under the final name

@@ -1,0 +1,67 @@
+"""The base of every owning object: one Python object per C handle, freed exactly once.
+
+Rules (see DESIGN.md, "Ownership"):
+  1. The C pointer is freed by a ``weakref.finalize`` that also holds the objects it depends on
+     (a buffer holds its backend, an opt context its scheduler ...), so dependencies outlive their
+     dependants whatever order the garbage collector picks, and at interpreter exit the finalizers
+     run while the library is still loaded.
+  2. ``close()`` frees now; calling it again does nothing; ``with`` blocks call it.
+  3. Using a closed object raises ``ValueError`` instead of touching freed memory.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable
+
+from .._lib import ffi
+
+
+class ClosedError(ValueError):
+    """An owning object was used after ``close()``."""
+
+
+class Handle:
+    """Owns one C pointer; ``free`` is called with it exactly once."""
+
+    _kind = "handle"
+
+    def __init__(self, ptr: Any, free: Callable[[Any], None] | None, *deps: Any) -> None:
+        if ptr == ffi.NULL:
+            raise MemoryError(f"pyggml_opt: ggml could not create the {self._kind}")
+        self._ptr = ptr
+        self._deps = deps
+        self._finalizer = weakref.finalize(self, _free, free, ptr, deps) if free else None
+
+    @property
+    def ptr(self) -> Any:
+        """The C pointer; raises if this object is closed."""
+        if self._ptr is None:
+            raise ClosedError(f"this {self._kind} is closed")
+        return self._ptr
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def close(self) -> None:
+        """Free the C object now (idempotent)."""
+        if self._ptr is None:
+            return
+        self._ptr = None
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._ptr is None else "open"
+        return f"<{type(self).__name__} {state}>"
+
+
+def _free(free: Callable[[Any], None], ptr: Any, deps: tuple) -> None:  # noqa: ARG001
+    # `deps` is only held so that what `ptr` depends on is freed after it.
+    free(ptr)

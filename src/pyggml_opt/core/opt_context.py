@@ -1,0 +1,88 @@
+"""ggml_opt_context: the training graphs (forward, gradients, optimizer step) of one model."""
+from __future__ import annotations
+
+from .._lib import ffi, lib
+from .handle import Handle
+
+LOSS_TYPES = {
+    "mean": lib.GGML_OPT_LOSS_TYPE_MEAN,
+    "sum": lib.GGML_OPT_LOSS_TYPE_SUM,
+    "cross_entropy": lib.GGML_OPT_LOSS_TYPE_CROSS_ENTROPY,
+    "mse": lib.GGML_OPT_LOSS_TYPE_MEAN_SQUARED_ERROR,
+}
+
+
+@ffi.def_extern()
+def pyggml_get_optimizer_params(userdata):
+    # ggml-opt calls this once per optimizer step and asserts on the values it gets back, so the
+    # optimizer object never raises here: it keeps any error and returns its last valid values.
+    return ffi.from_handle(userdata).c_params()
+
+
+class OptContext(Handle):
+    """Owns a ``ggml_opt_context_t`` with static graphs.
+
+    Steps, as in ggml-opt.h:
+      1. ``inputs`` must be allocated (have data) and ``outputs`` built from them in ``ctx_compute``;
+      2. per physical batch: ``alloc(backward)``, write inputs/labels, ``eval(result)``;
+      3. every ``opt_period`` backward passes the optimizer ``optimizer`` steps once.
+    ``optimizer`` is an object with ``type`` (ggml_opt_optimizer_type) and ``c_params()`` (returns
+    ``struct ggml_opt_optimizer_params``); it is called back through ``pyggml_get_optimizer_params``.
+    The context keeps the scheduler, compute context, inputs' owner and optimizer alive.
+    """
+
+    _kind = "ggml-opt context"
+
+    def __init__(self, scheduler, ctx_compute, inputs, outputs, loss: str, optimizer=None,
+                 opt_period: int = 1, forward_only: bool = False, keep_alive=()) -> None:
+        if loss not in LOSS_TYPES:
+            raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_TYPES)}")
+        if not isinstance(opt_period, int) or opt_period < 1:
+            raise ValueError(f"opt_period must be an int >= 1, got {opt_period!r}")
+        if inputs.data == ffi.NULL:
+            raise ValueError("inputs must be allocated in a backend buffer before ggml_opt_init (static graphs)")
+        params = lib.ggml_opt_default_params(scheduler.ptr, LOSS_TYPES[loss])
+        params.ctx_compute = ctx_compute.ptr
+        params.inputs = inputs
+        params.outputs = outputs
+        params.opt_period = opt_period
+        params.build_type = lib.GGML_OPT_BUILD_TYPE_FORWARD if forward_only else lib.GGML_OPT_BUILD_TYPE_OPT
+        self._userdata = None
+        if optimizer is not None:
+            self._userdata = ffi.new_handle(optimizer)
+            params.optimizer = optimizer.type
+            params.get_opt_pars = lib.pyggml_get_optimizer_params
+            params.get_opt_pars_ud = self._userdata
+        super().__init__(lib.ggml_opt_init(params), lib.ggml_opt_free,
+                         scheduler, ctx_compute, self._userdata, optimizer, *keep_alive)
+        self.scheduler, self.optimizer, self.loss_type = scheduler, optimizer, loss
+        self.opt_period = opt_period
+
+    def alloc(self, backward: bool) -> None:
+        lib.ggml_opt_alloc(self.ptr, backward)
+
+    def eval(self, result=None) -> None:
+        """Compute the allocated graph (GIL released); accumulate into ``result`` if given."""
+        lib.ggml_opt_eval(self.ptr, result.ptr if result is not None else ffi.NULL)
+        if self.optimizer is not None:
+            self.optimizer.raise_pending()
+
+    def reset(self, optimizer: bool) -> None:
+        lib.ggml_opt_reset(self.ptr, optimizer)
+
+    @property
+    def inputs(self):
+        return lib.ggml_opt_inputs(self.ptr)
+
+    @property
+    def outputs(self):
+        return lib.ggml_opt_outputs(self.ptr)
+
+    @property
+    def labels(self):
+        """The labels tensor (cross-entropy and mse losses), else NULL."""
+        return lib.ggml_opt_labels(self.ptr)
+
+    @property
+    def loss(self):
+        return lib.ggml_opt_loss(self.ptr)

@@ -1,0 +1,48 @@
+"""ggml_backend_sched: runs a graph over several backends, each op on the first one that supports it."""
+from __future__ import annotations
+
+from .._lib import ffi, lib
+from .backend import Backend
+from .handle import Handle
+
+GRAPH_SIZE = 16384
+
+
+class Scheduler(Handle):
+    """Owns a ``ggml_backend_sched_t`` over ``backends`` (in priority order).
+
+    The CPU backend must come last: ops a device lacks (CUDA: IM2COL_BACK, POOL_2D_BACK; Metal:
+    cross-entropy, OUT_PROD) fall back to it. The scheduler keeps its backends alive.
+    """
+
+    _kind = "backend scheduler"
+
+    def __init__(self, backends: list[Backend], graph_size: int = GRAPH_SIZE) -> None:
+        if not backends:
+            raise ValueError("a scheduler needs at least one backend")
+        arr = ffi.new("ggml_backend_t[]", [b.ptr for b in backends])
+        ptr = lib.ggml_backend_sched_new(arr, ffi.NULL, len(backends), graph_size, False, True)
+        super().__init__(ptr, lib.ggml_backend_sched_free, *backends)
+        self.backends = list(backends)
+        self.graph_size = graph_size
+
+    @classmethod
+    def for_device(cls, name: str = "cpu", n_threads: int | None = None) -> "Scheduler":
+        """A scheduler for device ``name`` with the CPU as fallback."""
+        main = Backend(name, n_threads)
+        backends = [main] if main.is_cpu else [main, Backend("cpu", n_threads)]
+        return cls(backends)
+
+    @property
+    def main(self) -> Backend:
+        """The backend that holds parameters and inputs."""
+        return self.backends[0]
+
+    def compute(self, graph) -> None:
+        """Allocate and compute ``graph`` (a ``struct ggml_cgraph *``); releases the GIL while computing."""
+        lib.ggml_backend_sched_reset(self.ptr)
+        if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph):
+            raise MemoryError("ggml could not allocate the compute graph")
+        status = lib.ggml_backend_sched_graph_compute(self.ptr, graph)
+        if status != lib.GGML_STATUS_SUCCESS:
+            raise RuntimeError(f"ggml graph computation failed: {ffi.string(lib.ggml_status_to_string(status)).decode()}")

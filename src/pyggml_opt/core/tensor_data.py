@@ -1,0 +1,62 @@
+"""Moving tensor data between numpy and ggml tensors (any backend).
+
+Shapes: ggml lists dimensions fastest-first (``ne[0]`` is the row length); numpy lists them
+slowest-first. A ggml tensor with ``ne = [784, 500, 1, 1]`` is a numpy array of shape ``(500, 784)``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._lib import ffi, lib
+
+NP_TYPES = {
+    lib.GGML_TYPE_F32: np.float32,
+    lib.GGML_TYPE_F16: np.float16,
+    lib.GGML_TYPE_I32: np.int32,
+    lib.GGML_TYPE_I64: np.int64,
+    lib.GGML_TYPE_I16: np.int16,
+    lib.GGML_TYPE_I8: np.int8,
+    lib.GGML_TYPE_F64: np.float64,
+}
+
+
+def shape_of(t, ndim: int | None = None) -> tuple[int, ...]:
+    """numpy-order shape of tensor ``t``; ``ndim`` dims (default: drop trailing size-1 dims, keep >= 1)."""
+    ne = [int(t.ne[i]) for i in range(lib.GGML_MAX_DIMS)]
+    if ndim is None:
+        ndim = max(1, lib.ggml_n_dims(t))
+    return tuple(reversed(ne[:ndim]))
+
+
+def ne_of(shape: tuple[int, ...]) -> list[int]:
+    """ggml ``ne`` (4 entries) for a numpy-order shape of at most 4 dims."""
+    if len(shape) > lib.GGML_MAX_DIMS:
+        raise ValueError(f"ggml tensors have at most {lib.GGML_MAX_DIMS} dimensions, got shape {shape}")
+    ne = [int(d) for d in reversed(shape)]
+    return ne + [1] * (lib.GGML_MAX_DIMS - len(ne))
+
+
+def np_dtype(t) -> type:
+    try:
+        return NP_TYPES[t.type]
+    except KeyError:
+        raise TypeError(f"tensor type {ffi.string(lib.ggml_type_name(t.type)).decode()} has no numpy equivalent") from None
+
+
+def get(t, ndim: int | None = None) -> np.ndarray:
+    """A numpy copy of tensor ``t``'s data (from any backend)."""
+    if not lib.ggml_is_contiguous(t):
+        raise ValueError("only contiguous tensors can be read")
+    out = np.empty(shape_of(t, ndim), dtype=np_dtype(t))
+    lib.ggml_backend_tensor_get(t, ffi.from_buffer(out), 0, lib.ggml_nbytes(t))
+    return out
+
+
+def set(t, value: np.ndarray, offset_bytes: int = 0) -> None:  # noqa: A001 - mirrors ggml_backend_tensor_set
+    """Copy ``value`` into tensor ``t`` (at ``offset_bytes``); the element type must match exactly."""
+    dtype = np_dtype(t)
+    arr = np.ascontiguousarray(value, dtype=dtype)
+    if offset_bytes + arr.nbytes > lib.ggml_nbytes(t):
+        raise ValueError(f"{arr.nbytes} bytes at offset {offset_bytes} do not fit a tensor of "
+                         f"{lib.ggml_nbytes(t)} bytes (shape {shape_of(t)})")
+    lib.ggml_backend_tensor_set(t, ffi.from_buffer(arr), offset_bytes, arr.nbytes)

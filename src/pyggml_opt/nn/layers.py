@@ -1,0 +1,250 @@
+"""Layers for ``Sequential``: each declares its parameters and maps an input Tensor to an output.
+
+A layer's shapes exclude the batch axis. ``output_shape(input_shape)`` validates the input shape and
+is called when the model is built, so a mismatch is a ValueError naming the layer, never a ggml abort.
+Parameters are created by the model (``Model.params``); ``init(shape, rng)`` gives their initial values
+(PyTorch's defaults: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from . import tensor as F
+from .tensor import Tensor
+
+
+class Layer:
+    """Base class. Subclasses set ``params`` (name -> shape) in ``output_shape`` and implement ``forward``."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name
+        self.param_shapes: dict[str, tuple[int, ...]] = {}
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return input_shape
+
+    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return np.zeros(shape, np.float32)
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        raise NotImplementedError
+
+    def config(self) -> dict:
+        """Constructor arguments, for saving the architecture."""
+        return {}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
+        return f"{type(self).__name__}({args})"
+
+    def _fail(self, input_shape, expected: str) -> None:
+        raise ValueError(f"{self!r}{' ' + repr(self.name) if self.name else ''}: input shape "
+                         f"{tuple(input_shape)} (batch axis excluded) does not fit: expected {expected}")
+
+
+def _uniform(rng: np.random.Generator, shape, fan_in: int) -> np.ndarray:
+    bound = 1.0 / math.sqrt(fan_in)
+    return rng.uniform(-bound, bound, size=shape).astype(np.float32)
+
+
+def _positive_int(name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be a positive int, got {v!r}")
+    return int(v)
+
+
+class Linear(Layer):
+    """y = x W^T + b: (in_features,) -> (out_features,). ``weight`` (out, in), ``bias`` (out,)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, name: str | None = None) -> None:
+        super().__init__(name)
+        self.in_features = _positive_int("in_features", in_features)
+        self.out_features = _positive_int("out_features", out_features)
+        self.bias = bool(bias)
+
+    def output_shape(self, input_shape):
+        if tuple(input_shape) != (self.in_features,):
+            self._fail(input_shape, f"({self.in_features},); add Flatten() before it for images")
+        self.param_shapes = {"weight": (self.out_features, self.in_features)}
+        if self.bias:
+            self.param_shapes["bias"] = (self.out_features,)
+        return (self.out_features,)
+
+    def init(self, pname, shape, rng):
+        return _uniform(rng, shape, self.in_features)
+
+    def forward(self, x, params):
+        return F.linear(x, params["weight"], params.get("bias"))
+
+    def config(self):
+        return {"in_features": self.in_features, "out_features": self.out_features, "bias": self.bias}
+
+
+class Conv2d(Layer):
+    """2-D convolution: (in_channels, h, w) -> (out_channels, h', w'). ``kernel`` (out, in, kh, kw),
+    ``bias`` (out, 1, 1). Names follow ggml's mnist example ("kernel", "bias")."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | Sequence[int],
+                 stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+                 dilation: int | Sequence[int] = 1, bias: bool = True, name: str | None = None) -> None:
+        super().__init__(name)
+        self.in_channels = _positive_int("in_channels", in_channels)
+        self.out_channels = _positive_int("out_channels", out_channels)
+        self.kernel_size = F._pair(kernel_size, "kernel_size")
+        self.stride = F._pair(stride, "stride")
+        self.padding = F._pair(padding, "padding", 0)
+        self.dilation = F._pair(dilation, "dilation")
+        self.bias = bool(bias)
+
+    def output_shape(self, input_shape):
+        if len(input_shape) != 3 or input_shape[0] != self.in_channels:
+            self._fail(input_shape, f"(channels={self.in_channels}, height, width); add Reshape(...) for flat rows")
+        _, h, w = input_shape
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel_size, self.stride, self.padding, self.dilation
+        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        if oh < 1 or ow < 1:
+            self._fail(input_shape, f"height and width of at least the kernel {self.kernel_size}")
+        self.param_shapes = {"kernel": (self.out_channels, self.in_channels, kh, kw)}
+        if self.bias:
+            self.param_shapes["bias"] = (self.out_channels, 1, 1)
+        return (self.out_channels, oh, ow)
+
+    def init(self, pname, shape, rng):
+        return _uniform(rng, shape, self.in_channels * self.kernel_size[0] * self.kernel_size[1])
+
+    def forward(self, x, params):
+        y = F.conv_2d(x, params["kernel"], self.stride, self.padding, self.dilation)
+        return F.add(y, params["bias"]) if self.bias else y
+
+    def config(self):
+        return {"in_channels": self.in_channels, "out_channels": self.out_channels,
+                "kernel_size": list(self.kernel_size), "stride": list(self.stride),
+                "padding": list(self.padding), "dilation": list(self.dilation), "bias": self.bias}
+
+
+class _Pool2d(Layer):
+    kind = "max"
+
+    def __init__(self, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+                 padding: int | Sequence[int] = 0, name: str | None = None) -> None:
+        super().__init__(name)
+        self.kernel_size = F._pair(kernel_size, "kernel_size")
+        self.stride = F._pair(stride if stride is not None else self.kernel_size, "stride")
+        self.padding = F._pair(padding, "padding", 0)
+
+    def output_shape(self, input_shape):
+        if len(input_shape) != 3:
+            self._fail(input_shape, "(channels, height, width)")
+        c, h, w = input_shape
+        (kh, kw), (sh, sw), (ph, pw) = self.kernel_size, self.stride, self.padding
+        if h + 2 * ph < kh or w + 2 * pw < kw:
+            self._fail(input_shape, f"height and width of at least the window {self.kernel_size}")
+        return (c, (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1)
+
+    def forward(self, x, params):
+        return F.pool_2d(x, self.kind, self.kernel_size, self.stride, self.padding)
+
+    def config(self):
+        return {"kernel_size": list(self.kernel_size), "stride": list(self.stride), "padding": list(self.padding)}
+
+
+class MaxPool2d(_Pool2d):
+    """Max pooling over (h, w); stride defaults to the window size."""
+    kind = "max"
+
+
+class AvgPool2d(_Pool2d):
+    """Average pooling over (h, w); stride defaults to the window size."""
+    kind = "avg"
+
+
+class Flatten(Layer):
+    """(d1, d2, ...) -> (d1*d2*...,), in numpy (C) order, as torch.nn.Flatten."""
+
+    def output_shape(self, input_shape):
+        return (int(np.prod(input_shape)),)
+
+    def forward(self, x, params):
+        return F.flatten(x)
+
+
+class Reshape(Layer):
+    """Reshape each sample to ``shape`` (batch axis excluded), e.g. Reshape((1, 28, 28)) for flat pixel rows."""
+
+    def __init__(self, shape: Sequence[int], name: str | None = None) -> None:
+        super().__init__(name)
+        self.shape = tuple(_positive_int("shape entries", s) for s in shape)
+        if not 1 <= len(self.shape) <= 3:
+            raise ValueError(f"Reshape: shape must have 1 to 3 entries (batch axis excluded), got {self.shape}")
+
+    def output_shape(self, input_shape):
+        if int(np.prod(input_shape)) != int(np.prod(self.shape)):
+            self._fail(input_shape, f"{int(np.prod(self.shape))} values per sample to reshape into {self.shape}")
+        return self.shape
+
+    def forward(self, x, params):
+        return F.reshape(x, x.shape[0], *self.shape)
+
+    def config(self):
+        return {"shape": list(self.shape)}
+
+
+def _activation(name: str, fn, doc: str):
+    class _Act(Layer):
+        __doc__ = doc
+
+        def forward(self, x, params):
+            return fn(x)
+
+    _Act.__name__ = _Act.__qualname__ = name
+    return _Act
+
+
+ReLU = _activation("ReLU", F.relu, "max(x, 0), element-wise.")
+Sigmoid = _activation("Sigmoid", F.sigmoid, "1 / (1 + exp(-x)), composed from ops ggml can differentiate.")
+Tanh = _activation("Tanh", F.tanh, "tanh(x), composed as 2 sigmoid(2x) - 1.")
+GELU = _activation("GELU", F.gelu, "GELU (tanh approximation), composed from differentiable ops.")
+SiLU = _activation("SiLU", F.silu, "x * sigmoid(x) (ggml_silu).")
+Softmax = _activation("Softmax", F.softmax, "Softmax over the feature axis. Do not put it before a "
+                      "cross_entropy loss: ggml's cross-entropy takes logits and applies softmax itself.")
+
+
+class LayerNorm(Layer):
+    """Layer normalisation over the last axis with learnt ``weight`` (ones) and ``bias`` (zeros)."""
+
+    def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True,
+                 name: str | None = None) -> None:
+        super().__init__(name)
+        self.normalized_shape = _positive_int("normalized_shape", normalized_shape)
+        if not (isinstance(eps, (int, float)) and eps > 0 and math.isfinite(eps)):
+            raise ValueError(f"eps must be a positive number, got {eps!r}")
+        self.eps = float(eps)
+        self.elementwise_affine = bool(elementwise_affine)
+
+    def output_shape(self, input_shape):
+        if not input_shape or input_shape[-1] != self.normalized_shape:
+            self._fail(input_shape, f"last axis of size {self.normalized_shape}")
+        self.param_shapes = ({"weight": (self.normalized_shape,), "bias": (self.normalized_shape,)}
+                             if self.elementwise_affine else {})
+        return input_shape
+
+    def init(self, pname, shape, rng):
+        return np.ones(shape, np.float32) if pname == "weight" else np.zeros(shape, np.float32)
+
+    def forward(self, x, params):
+        y = F.layer_norm(x, self.eps)
+        if self.elementwise_affine:
+            y = F.add(F.mul(y, params["weight"]), params["bias"])
+        return y
+
+    def config(self):
+        return {"normalized_shape": self.normalized_shape, "eps": self.eps,
+                "elementwise_affine": self.elementwise_affine}
+
+
+LAYER_TYPES = {cls.__name__: cls for cls in (Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten, Reshape, ReLU,
+                                             Sigmoid, Tanh, GELU, SiLU, Softmax, LayerNorm)}

@@ -1,0 +1,324 @@
+"""Symbolic tensors for building ggml graphs from Python.
+
+A ``Tensor`` wraps a ``struct ggml_tensor *``. Shapes are in numpy order (batch first), the reverse
+of ggml's ``ne``. Ops that create tensors put them in the compute context of the first argument
+that has one (parameters have none; the model input has the graph's), so a model is an ordinary
+Python function of its input and parameters. Every op checks its arguments' shapes and raises
+``ValueError`` before ggml could assert.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from .._lib import c_str, ffi, lib
+from ..core.tensor_data import ne_of, shape_of
+
+
+class Tensor:
+    """A node of a ggml graph being built (or a parameter)."""
+
+    __slots__ = ("ptr", "ctx", "ndim", "_owner")
+
+    def __init__(self, ptr, ctx=None, owner=None, ndim: int | None = None) -> None:
+        self.ptr = ptr          # struct ggml_tensor *
+        self.ctx = ctx          # core.Context the graph is built in (None for parameters)
+        # numpy rank: ggml does not store it (a batch of one looks like a vector)
+        self.ndim = ndim if ndim is not None else max(1, lib.ggml_n_dims(ptr))
+        self._owner = owner     # keeps the context / buffer holding `ptr` alive
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """numpy-order shape; the batch dimension, if any, comes first."""
+        return shape_of(self.ptr, self.ndim)
+
+    @property
+    def name(self) -> str:
+        return c_str(lib.ggml_get_name(self.ptr))
+
+    @property
+    def op(self) -> str:
+        return c_str(lib.ggml_op_desc(self.ptr))
+
+    def __repr__(self) -> str:
+        return f"Tensor(shape={self.shape}, op={self.op}, name={self.name!r})"
+
+    # arithmetic sugar
+    def __add__(self, other): return add(self, other)
+    def __sub__(self, other): return sub(self, other)
+    def __mul__(self, other): return mul(self, other)
+    def __truediv__(self, other): return div(self, other)
+    def __neg__(self): return neg(self)
+
+
+def _ctx(*tensors: Tensor):
+    for t in tensors:
+        if t.ctx is not None:
+            return t.ctx
+    raise ValueError("at least one argument must come from the graph being built (the model input or "
+                     "a value computed from it); parameters alone cannot start a graph")
+
+
+def _wrap(ptr, *args: Tensor, ndim: int | None = None) -> Tensor:
+    ctx = _ctx(*args)
+    return Tensor(ptr, ctx, ctx, ndim if ndim is not None else max(t.ndim for t in args))
+
+
+def _full(shape: tuple[int, ...]) -> list[int]:
+    return ne_of(shape)
+
+
+def _check_tensor(name: str, t) -> None:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a Tensor, got {type(t).__name__}")
+
+
+def _check_repeat(a: Tensor, b: Tensor, op: str) -> None:
+    _check_tensor("a", a), _check_tensor("b", b)
+    na, nb = _full(a.shape), _full(b.shape)
+    if any(x % y for x, y in zip(na, nb)) or any(y == 0 for y in nb):
+        raise ValueError(f"{op}: shape {b.shape} cannot be broadcast to {a.shape} "
+                         "(each dimension of b must divide the matching one of a; b is repeated over a)")
+
+
+# ---- element-wise ---------------------------------------------------------------------------------
+def add(a: Tensor, b: Tensor) -> Tensor:
+    """a + b, b broadcast (repeated) over a."""
+    _check_repeat(a, b, "add")
+    return _wrap(lib.ggml_add(_ctx(a, b).ptr, a.ptr, b.ptr), a, b)
+
+
+def sub(a: Tensor, b: Tensor) -> Tensor:
+    """a - b; ggml's backward pass needs b of a's shape, so a broadcast b is negated and added."""
+    _check_repeat(a, b, "sub")
+    if a.shape != b.shape:
+        return add(a, scale(b, -1.0))
+    return _wrap(lib.ggml_sub(_ctx(a, b).ptr, a.ptr, b.ptr), a, b)
+
+
+def mul(a: Tensor, b: Tensor) -> Tensor:
+    """a * b element-wise, b broadcast over a."""
+    _check_repeat(a, b, "mul")
+    return _wrap(lib.ggml_mul(_ctx(a, b).ptr, a.ptr, b.ptr), a, b)
+
+
+def div(a: Tensor, b: Tensor) -> Tensor:
+    """a / b element-wise; a broadcast b goes through exp(-log b) (ggml's DIV backward needs equal shapes)."""
+    _check_repeat(a, b, "div")
+    if a.shape != b.shape:
+        return mul(a, exp(neg(log(b))))
+    return _wrap(lib.ggml_div(_ctx(a, b).ptr, a.ptr, b.ptr), a, b)
+
+
+def scale(a: Tensor, s: float, bias: float = 0.0) -> Tensor:
+    """a * s + bias."""
+    _check_tensor("a", a)
+    if bias:
+        return _wrap(lib.ggml_scale_bias(_ctx(a).ptr, a.ptr, float(s), float(bias)), a)
+    return _wrap(lib.ggml_scale(_ctx(a).ptr, a.ptr, float(s)), a)
+
+
+def _unary(fn_name: str):
+    fn = getattr(lib, fn_name)
+
+    def op(a: Tensor) -> Tensor:
+        _check_tensor("a", a)
+        return _wrap(fn(_ctx(a).ptr, a.ptr), a)
+
+    op.__name__ = fn_name[len("ggml_"):]
+    op.__doc__ = f"Element-wise {op.__name__} (``{fn_name}``)."
+    return op
+
+
+relu = _unary("ggml_relu")
+exp = _unary("ggml_exp")
+log = _unary("ggml_log")
+sqr = _unary("ggml_sqr")
+sqrt = _unary("ggml_sqrt")
+neg = _unary("ggml_neg")
+abs = _unary("ggml_abs")  # noqa: A001 - ggml's name
+softplus = _unary("ggml_softplus")
+silu = _unary("ggml_silu")
+
+
+# ---- composed activations: ggml has no backward pass for sigmoid, tanh, gelu or norm -------------
+def sigmoid(a: Tensor) -> Tensor:
+    """1 / (1 + exp(-a)), as exp(-softplus(-a)): every op used has a ggml backward pass."""
+    return exp(neg(softplus(neg(a))))
+
+
+def tanh(a: Tensor) -> Tensor:
+    """tanh(a) = 2 sigmoid(2a) - 1."""
+    return scale(sigmoid(scale(a, 2.0)), 2.0, -1.0)
+
+
+_GELU_K = 2.0 * 0.7978845608028654  # 2 * sqrt(2 / pi)
+
+
+def gelu(a: Tensor) -> Tensor:
+    """GELU, tanh approximation (as PyTorch's approximate="tanh" and ggml_gelu):
+    0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) = a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3))."""
+    inner = add(a, scale(mul(sqr(a), a), 0.044715))
+    return mul(a, sigmoid(scale(inner, _GELU_K)))
+
+
+def layer_norm(a: Tensor, eps: float = 1e-5) -> Tensor:
+    """Normalise over the last (numpy) axis to zero mean and unit variance (no affine part)."""
+    centered = sub(a, mean(a))
+    var = mean(sqr(centered))
+    inv_std = exp(scale(log(scale(var, 1.0, eps)), -0.5))  # (var + eps)^-1/2 with differentiable ops
+    return mul(centered, inv_std)
+
+
+def softmax(a: Tensor) -> Tensor:
+    """Softmax over the last (numpy) axis."""
+    _check_tensor("a", a)
+    return _wrap(lib.ggml_soft_max(_ctx(a).ptr, a.ptr), a)
+
+
+# ---- reductions -----------------------------------------------------------------------------------
+def mean(a: Tensor) -> Tensor:
+    """Mean over the last (numpy) axis, kept as size 1."""
+    _check_tensor("a", a)
+    return _wrap(lib.ggml_mean(_ctx(a).ptr, a.ptr), a)
+
+
+def sum_rows(a: Tensor) -> Tensor:
+    """Sum over the last (numpy) axis, kept as size 1."""
+    _check_tensor("a", a)
+    return _wrap(lib.ggml_sum_rows(_ctx(a).ptr, a.ptr), a)
+
+
+def sum(a: Tensor) -> Tensor:  # noqa: A001 - ggml's name
+    """Sum of all elements (a scalar)."""
+    _check_tensor("a", a)
+    return _wrap(lib.ggml_sum(_ctx(a).ptr, a.ptr), a, ndim=1)
+
+
+# ---- linear algebra -------------------------------------------------------------------------------
+def mul_mat(a: Tensor, b: Tensor) -> Tensor:
+    """ggml_mul_mat: for a of shape (..., M, K) and b of shape (..., N, K), returns b @ a^T of
+    shape (..., N, M). a's batch dims must divide b's."""
+    _check_tensor("a", a), _check_tensor("b", b)
+    na, nb = _full(a.shape), _full(b.shape)
+    if na[0] != nb[0]:
+        raise ValueError(f"mul_mat: the last axes must match, got {a.shape} and {b.shape}")
+    if nb[2] % na[2] or nb[3] % na[3]:
+        raise ValueError(f"mul_mat: batch dims of {a.shape} must divide those of {b.shape}")
+    if lib.ggml_is_transposed(a.ptr):
+        raise ValueError("mul_mat: a must not be transposed (make it contiguous with cont())")
+    return _wrap(lib.ggml_mul_mat(_ctx(a, b).ptr, a.ptr, b.ptr), a, b)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ weight^T + bias, for x of shape (n, in), weight (out, in), bias (out,)."""
+    y = mul_mat(weight, x)
+    return add(y, bias) if bias is not None else y
+
+
+# ---- shape ----------------------------------------------------------------------------------------
+def reshape(a: Tensor, *shape: int) -> Tensor:
+    """The same elements with numpy-order ``shape`` (at most 4 dims; one entry may be -1)."""
+    _check_tensor("a", a)
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    n = lib.ggml_nelements(a.ptr)
+    shape = list(int(s) for s in shape)
+    if shape.count(-1) > 1 or any(s < -1 or s == 0 for s in shape):
+        raise ValueError(f"reshape: invalid shape {tuple(shape)}")
+    if -1 in shape:
+        known = 1
+        for s in shape:
+            known *= s if s != -1 else 1
+        if n % known:
+            raise ValueError(f"reshape: cannot reshape {a.shape} into {tuple(shape)}")
+        shape[shape.index(-1)] = n // known
+    total = 1
+    for s in shape:
+        total *= s
+    if total != n:
+        raise ValueError(f"reshape: cannot reshape {a.shape} ({n} elements) into {tuple(shape)}")
+    if not lib.ggml_is_contiguous(a.ptr):
+        a = cont(a)
+    ne = ne_of(tuple(shape))
+    ctx = _ctx(a).ptr
+    return _wrap(lib.ggml_reshape_4d(ctx, a.ptr, ne[0], ne[1], ne[2], ne[3]), a, ndim=len(shape))
+
+
+def permute(a: Tensor, *axes: int) -> Tensor:
+    """numpy.transpose semantics: result.shape[i] = a.shape[axes[i]] (a view; see cont)."""
+    _check_tensor("a", a)
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    nd = a.ndim
+    if sorted(axes) != list(range(nd)):
+        raise ValueError(f"permute: axes {axes} are not a permutation of range({nd})")
+    k = lib.GGML_MAX_DIMS - nd
+    full = list(range(k)) + [k + ax for ax in axes]
+    pos = [0] * lib.GGML_MAX_DIMS
+    last = lib.GGML_MAX_DIMS - 1
+    for i, src in enumerate(full):
+        pos[last - src] = last - i
+    return _wrap(lib.ggml_permute(_ctx(a).ptr, a.ptr, *pos), a)
+
+
+def cont(a: Tensor) -> Tensor:
+    """A contiguous copy."""
+    _check_tensor("a", a)
+    return _wrap(lib.ggml_cont(_ctx(a).ptr, a.ptr), a)
+
+
+def flatten(a: Tensor) -> Tensor:
+    """(n, d1, d2, ...) -> (n, d1*d2*...), in numpy (C) order."""
+    n = a.shape[0]
+    return reshape(a, n, -1)
+
+
+# ---- convolution and pooling ----------------------------------------------------------------------
+def conv_2d(x: Tensor, kernel: Tensor, stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+            dilation: int | Sequence[int] = 1) -> Tensor:
+    """2-D convolution (im2col + mul_mat, differentiable): x (n, c_in, h, w), kernel
+    (c_out, c_in, kh, kw) -> (n, c_out, h_out, w_out)."""
+    _check_tensor("x", x), _check_tensor("kernel", kernel)
+    sh, sw = _pair(stride, "stride")
+    ph, pw = _pair(padding, "padding", 0)
+    dh, dw = _pair(dilation, "dilation")
+    xs, ks = _full(x.shape), _full(kernel.shape)  # ne order: [w, h, c, n]
+    if xs[2] != ks[2]:
+        raise ValueError(f"conv_2d: input has {xs[2]} channels, kernel expects {ks[2]} "
+                         f"(input {x.shape}, kernel {kernel.shape})")
+    oh = (xs[1] + 2 * ph - dh * (ks[1] - 1) - 1) // sh + 1
+    ow = (xs[0] + 2 * pw - dw * (ks[0] - 1) - 1) // sw + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"conv_2d: kernel {kernel.shape[-2:]} does not fit input {x.shape[-2:]} with padding {(ph, pw)}")
+    return _wrap(lib.ggml_conv_2d(_ctx(x, kernel).ptr, kernel.ptr, x.ptr, sw, sh, pw, ph, dw, dh), x, kernel, ndim=4)
+
+
+def pool_2d(x: Tensor, kind: str, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+            padding: int | Sequence[int] = 0) -> Tensor:
+    """Max or average pooling over the last two axes of x (n, c, h, w); kind: "max" or "avg"."""
+    _check_tensor("x", x)
+    ops = {"max": lib.GGML_OP_POOL_MAX, "avg": lib.GGML_OP_POOL_AVG}
+    if kind not in ops:
+        raise ValueError(f"pool_2d: kind must be 'max' or 'avg', got {kind!r}")
+    kh, kw = _pair(kernel_size, "kernel_size")
+    sh, sw = _pair(stride if stride is not None else (kh, kw), "stride")
+    ph, pw = _pair(padding, "padding", 0)
+    xs = _full(x.shape)
+    if xs[1] + 2 * ph < kh or xs[0] + 2 * pw < kw:
+        raise ValueError(f"pool_2d: window {(kh, kw)} does not fit input {x.shape[-2:]}")
+    return _wrap(lib.ggml_pool_2d(_ctx(x).ptr, x.ptr, ops[kind], kw, kh, sw, sh, float(pw), float(ph)), x, ndim=4)
+
+
+def _pair(v, name: str, lo: int = 1) -> tuple[int, int]:
+    vals = (v, v) if isinstance(v, int) and not isinstance(v, bool) else tuple(v) if isinstance(v, (tuple, list)) else None
+    if vals is None or len(vals) != 2 or any(not isinstance(i, int) or isinstance(i, bool) or i < lo for i in vals):
+        raise ValueError(f"{name} must be an int >= {lo} or a pair of them, got {v!r}")
+    return vals
+
+
+def new_input(ctx, shape: tuple[int, ...], name: str = "input") -> Tensor:
+    """A float32 tensor of numpy-order ``shape`` in context ``ctx`` (a core.Context)."""
+    ne = ne_of(shape)
+    t = lib.ggml_new_tensor(ctx.ptr, lib.GGML_TYPE_F32, lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne))
+    lib.ggml_set_name(t, name.encode())
+    return Tensor(t, ctx, ctx, len(shape))

@@ -1,0 +1,126 @@
+"""Optimizers: AdamW and SGD with ggml-opt's parameters, an optional learning-rate schedule.
+
+ggml-opt asks for the optimizer parameters once per optimizer step (through a C callback that returns
+``struct ggml_opt_optimizer_params`` by value); ``c_params`` answers it. The learning rate may be a
+number or a callable ``lr(step) -> float`` where ``step`` counts optimizer steps from 0.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Union
+
+from ._lib import ffi, lib
+
+LearningRate = Union[float, Callable[[int], float]]
+
+
+def _check_range(name: str, value, lo: float, hi: float, lo_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
+    if not ok:
+        bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
+        raise ValueError(f"{name} must be in {bound}, got {value!r}")
+    return v
+
+
+class Optimizer:
+    """Base class: holds the learning rate (or schedule), weight decay and the step counter."""
+
+    type: int
+    name: str
+
+    def __init__(self, lr: LearningRate, weight_decay: float) -> None:
+        if callable(lr):
+            self.schedule, self.lr = lr, None
+        else:
+            self.schedule, self.lr = None, _check_range("lr", lr, 0.0, math.inf, lo_open=True)
+        self.weight_decay = _check_range("weight_decay", weight_decay, 0.0, 1.0)
+        self.step = 0
+        self._pending: BaseException | None = None
+        self._last_lr = self.lr if self.lr is not None else None
+
+    def current_lr(self) -> float:
+        """The learning rate for the next optimizer step (evaluates the schedule)."""
+        if self.schedule is None:
+            return self.lr
+        try:
+            value = self.schedule(self.step)
+        except Exception as exc:  # noqa: BLE001 - reported after the C call returns
+            raise ValueError(f"learning-rate schedule failed at step {self.step}: {exc!r}") from exc
+        return _check_range(f"learning rate from the schedule at step {self.step}", value, 0.0, math.inf, lo_open=True)
+
+    def c_params(self):
+        """``struct ggml_opt_optimizer_params`` for this step; never raises (called from C)."""
+        try:
+            lr = self.current_lr()
+            self._last_lr = lr
+        except BaseException as exc:  # noqa: BLE001
+            self._pending = exc
+            lr = self._last_lr if self._last_lr else 1e-30  # a valid value: ggml-opt asserts lr > 0
+        self.step += 1
+        p = ffi.new("struct ggml_opt_optimizer_params *")
+        self._fill(p, lr)
+        return p[0]
+
+    def raise_pending(self) -> None:
+        """Re-raise an error the schedule raised inside the C callback."""
+        if self._pending is not None:
+            exc, self._pending = self._pending, None
+            raise exc
+
+    def _fill(self, p, lr: float) -> None:
+        raise NotImplementedError
+
+    def state(self) -> dict:
+        return {"name": self.name, "step": self.step}
+
+
+class AdamW(Optimizer):
+    """AdamW as ggml-opt implements it. Ranges are ggml's: lr > 0, betas and weight decay in [0, 1]."""
+
+    type = lib.GGML_OPT_OPTIMIZER_TYPE_ADAMW
+    name = "adamw"
+
+    def __init__(self, lr: LearningRate = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
+                 eps: float = 1e-8, weight_decay: float = 0.0) -> None:
+        super().__init__(lr, weight_decay)
+        self.beta1 = _check_range("beta1", beta1, 0.0, 1.0)
+        self.beta2 = _check_range("beta2", beta2, 0.0, 1.0)
+        self.eps = _check_range("eps", eps, 0.0, math.inf)
+
+    def _fill(self, p, lr: float) -> None:
+        p.adamw.alpha, p.adamw.beta1, p.adamw.beta2 = lr, self.beta1, self.beta2
+        p.adamw.eps, p.adamw.wd = self.eps, self.weight_decay
+
+    def __repr__(self) -> str:
+        return f"AdamW(lr={self.schedule or self.lr}, beta1={self.beta1}, beta2={self.beta2}, eps={self.eps}, weight_decay={self.weight_decay})"
+
+
+class SGD(Optimizer):
+    """Plain SGD with decoupled weight decay, as ggml-opt implements it."""
+
+    type = lib.GGML_OPT_OPTIMIZER_TYPE_SGD
+    name = "sgd"
+
+    def __init__(self, lr: LearningRate = 1e-3, weight_decay: float = 0.0) -> None:
+        super().__init__(lr, weight_decay)
+
+    def _fill(self, p, lr: float) -> None:
+        p.sgd.alpha, p.sgd.wd = lr, self.weight_decay
+
+    def __repr__(self) -> str:
+        return f"SGD(lr={self.schedule or self.lr}, weight_decay={self.weight_decay})"
+
+
+def get(optimizer) -> Optimizer:
+    """An Optimizer from an instance or a name ("adamw", "sgd")."""
+    if isinstance(optimizer, Optimizer):
+        return optimizer
+    if isinstance(optimizer, str):
+        table = {"adamw": AdamW, "adam": AdamW, "sgd": SGD}
+        if optimizer.lower() in table:
+            return table[optimizer.lower()]()
+        raise ValueError(f"unknown optimizer {optimizer!r}; expected 'adamw', 'sgd' or an Optimizer")
+    raise TypeError(f"optimizer must be an Optimizer or a name, got {type(optimizer).__name__}")
