@@ -177,9 +177,14 @@ def softmax(a: Tensor) -> Tensor:
 
 # ---- reductions -----------------------------------------------------------------------------------
 def mean(a: Tensor) -> Tensor:
-    """Mean over the last (numpy) axis, kept as size 1."""
+    """Mean over the last (numpy) axis, kept as size 1.
+
+    Built as sum_rows * (1/n), not ggml_mean: ggml's MEAN backward accumulates with ggml_add1, which
+    asserts a scalar, so it aborts whenever the input also gets a gradient from another path (as in
+    layer_norm: x - mean(x)). SUM_ROWS' backward handles that case."""
     _check_tensor("a", a)
-    return _wrap(lib.ggml_mean(_ctx(a).ptr, a.ptr), a)
+    n = int(a.ptr.ne[0])
+    return scale(_wrap(lib.ggml_sum_rows(_ctx(a).ptr, a.ptr), a), 1.0 / n)
 
 
 def sum_rows(a: Tensor) -> Tensor:
