@@ -1,0 +1,103 @@
+"""Child process for tests/test_fuzz_api.py: runs public-API cases read from stdin, one JSON per line.
+
+For each case it prints "BEGIN" then one JSON line {"ok": bool, "error": type name or null}. The parent
+treats any exception other than ValueError / TypeError as a failure, and a dead child (a signal) as a
+crash of the case it was running.
+"""
+import json
+import logging
+import sys
+
+import numpy as np
+
+logging.disable(logging.CRITICAL)
+import pyggml_opt as pgo  # noqa: E402
+
+ALLOWED = (ValueError, TypeError)
+
+
+def _array(spec):
+    kind, shape, fill = spec["kind"], tuple(spec["shape"]), spec["fill"]
+    rng = np.random.default_rng(spec["seed"])
+    base = rng.standard_normal(shape) * spec["scale"]
+    if fill == "nan" and base.size:
+        base.flat[0] = np.nan
+    elif fill == "inf" and base.size:
+        base.flat[-1] = np.inf
+    if kind == "ids":
+        return rng.integers(0, spec["classes"], size=shape)
+    if kind == "onehot":
+        return np.eye(shape[1], dtype=np.float32)[rng.integers(0, shape[1], size=shape[0])]
+    if kind == "float32":
+        return base.astype(np.float32)
+    if kind == "float64":
+        return base
+    if kind == "int":
+        return np.round(np.nan_to_num(base, posinf=1, neginf=-1)).astype(np.int64)
+    if kind == "bool":
+        return base > 0
+    if kind == "str":
+        return np.full(shape, "x")
+    if kind == "object":
+        return np.empty(shape, dtype=object)
+    if kind == "complex":
+        return base.astype(np.complex64)
+    if kind == "list":
+        return np.nan_to_num(base).tolist()
+    if kind == "none":
+        return None
+    raise AssertionError(kind)
+
+
+def _layers(spec):
+    out = []
+    for kind, a, b in spec:
+        if kind == "linear":
+            out.append(pgo.layers.Linear(a, b))
+        elif kind == "relu":
+            out.append(pgo.layers.ReLU())
+        elif kind == "tanh":
+            out.append(pgo.layers.Tanh())
+        elif kind == "gelu":
+            out.append(pgo.layers.GELU())
+        elif kind == "layernorm":
+            out.append(pgo.layers.LayerNorm(a))
+        elif kind == "flatten":
+            out.append(pgo.layers.Flatten())
+        elif kind == "conv":
+            out.append(pgo.layers.Conv2d(a, b, 3, padding=1))
+        elif kind == "pool":
+            out.append(pgo.layers.MaxPool2d(a))
+        elif kind == "reshape":
+            out.append(pgo.layers.Reshape((a, b, b)))
+    return out
+
+
+def run(case):
+    model = pgo.Sequential(_layers(case["layers"]))
+    x, y = _array(case["x"]), _array(case["y"])
+    opt = pgo.AdamW(lr=case["lr"], beta1=case["beta1"], weight_decay=case["wd"]) if case["opt"] == "adamw" \
+        else pgo.SGD(lr=case["lr"], weight_decay=case["wd"])
+    model.fit(x, y, epochs=case["epochs"], batch_size=case["batch"], physical_batch_size=case["physical"],
+              validation_split=case["val"], loss=case["loss"], optimizer=opt, verbose=0,
+              backend=case["backend"], n_threads=1)
+    model.predict(x, batch_size=max(1, case["batch"]) if isinstance(case["batch"], int) else 7)
+    model.evaluate(x, y)
+
+
+def main():
+    for line in sys.stdin:
+        case = json.loads(line)
+        print("BEGIN", flush=True)
+        try:
+            run(case)
+            result = {"ok": True, "error": None}
+        except ALLOWED as e:
+            result = {"ok": True, "error": type(e).__name__}
+        except Exception as e:  # noqa: BLE001 - reported to the parent
+            result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

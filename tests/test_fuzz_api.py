@@ -1,0 +1,149 @@
+"""Property-based fuzzing of the public API: random shapes, dtypes, values and hyperparameters.
+
+Hypothesis draws cases; each runs in a child process (tests/fuzz_worker.py, reused across cases for
+speed and restarted after a crash). A case passes if the child survives it and it either trains or
+raises ValueError / TypeError; a signal (abort, segfault) or any other exception fails. The example
+database is kept in tests/hypothesis-db (committed), so a failure found once replays first.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+HERE = Path(__file__).resolve().parent
+N_CASES = 2000
+
+
+class Worker:
+    def __init__(self):
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "fuzz_worker.py")], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+
+    def run(self, case: dict) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        self.proc.stdin.write(json.dumps(case) + "\n")
+        self.proc.stdin.flush()
+        begin = self.proc.stdout.readline()
+        line = self.proc.stdout.readline()
+        if not begin.startswith("BEGIN") or not line:
+            code = self.proc.wait(timeout=30)
+            err = self.proc.stderr.read()[-2000:]
+            self.proc = None
+            return {"ok": False, "error": f"child died with code {code}: {err}"}
+        return json.loads(line)
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+
+
+OUTCOMES: dict = {}
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = Worker()
+    yield w
+    w.close()
+    # What the cases did, for the log: how many trained, how many were refused with which error.
+    print("\nfuzz outcomes:", dict(sorted(OUTCOMES.items(), key=lambda kv: -kv[1])))
+    assert OUTCOMES.get("trained", 0) >= N_CASES // 5, f"too few cases got as far as training: {OUTCOMES}"
+
+
+MUTATIONS = ["x_dtype", "x_nan", "y_inf", "y_range", "len", "features", "batch0", "physical", "val", "lr", "beta",
+             "wd", "loss", "backend", "empty", "epochs", "y_dtype", "batch_type"]
+
+
+@st.composite
+def cases(draw):
+    """A valid training case, then 0-2 mutations that make it invalid (about half stay valid)."""
+    n = draw(st.integers(min_value=1, max_value=40))
+    classes = draw(st.integers(2, 5))
+    loss = draw(st.sampled_from(["cross_entropy", "cross_entropy", "mse", "mean", "sum"]))
+    if draw(st.booleans()):  # MLP on (n, f)
+        f, h = draw(st.integers(1, 8)), draw(st.integers(1, 8))
+        act = draw(st.sampled_from(["relu", "tanh", "gelu", "layernorm"]))
+        layers = [("linear", f, h), (act, h, 0), ("linear", h, classes)]
+        tail = [f]
+    else:  # CNN on (n, c, hw, hw)
+        c, k, hw = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(2, 6))
+        layers = [("conv", c, k), ("relu", 0, 0), ("pool", 2, 0), ("flatten", 0, 0),
+                  ("linear", k * (hw // 2) ** 2, classes)]
+        tail = [c, hw, hw]
+    y_tail = [] if loss == "cross_entropy" and draw(st.booleans()) else [classes]
+    x = {"kind": draw(st.sampled_from(["float32", "float64", "int", "list"])), "shape": [n, *tail], "fill": "",
+         "scale": 1.0, "seed": draw(st.integers(0, 2**16))}
+    y = {"kind": "ids" if not y_tail else "onehot" if loss == "cross_entropy" else "float32",
+         "shape": [n, *y_tail], "fill": "", "scale": 1.0, "seed": draw(st.integers(0, 2**16)), "classes": classes}
+    physical = draw(st.integers(1, max(1, n)))
+    case = {"x": x, "y": y, "layers": layers, "epochs": draw(st.integers(0, 2)),
+            "batch": physical * draw(st.integers(1, 3)), "physical": physical,
+            "val": draw(st.sampled_from([0.0, 0.0, 0.2])), "loss": loss, "opt": draw(st.sampled_from(["adamw", "sgd"])),
+            "lr": draw(st.sampled_from([1e-3, 0.1, 1.0])), "beta1": draw(st.sampled_from([0.9, 0.0, 1.0])),
+            "wd": draw(st.sampled_from([0.0, 0.5, 1.0])), "backend": "cpu", "mutations": []}
+    if n * (1 - case["val"]) < 1:
+        case["val"] = 0.0
+    for m in draw(st.lists(st.sampled_from(MUTATIONS), max_size=2).filter(lambda l: len(l) != 1 or draw(st.booleans()))):
+        case["mutations"].append(m)
+        if m == "x_dtype":
+            x["kind"] = draw(st.sampled_from(["str", "object", "complex", "none", "bool"]))
+        elif m == "x_nan":
+            x["fill"] = draw(st.sampled_from(["nan", "inf"]))
+            x["kind"] = "float32"
+        elif m == "y_inf":
+            y["fill"], y["kind"] = "inf", "float32"
+        elif m == "y_range":
+            y["classes"] = classes + draw(st.integers(1, 3))
+            y["kind"], y["shape"] = "ids", [n]
+        elif m == "len":
+            y["shape"][0] = n + draw(st.sampled_from([-1, 1, 5]))
+        elif m == "features":
+            x["shape"][-1] += 1
+        elif m == "batch0":
+            case["batch"] = draw(st.sampled_from([0, -1]))
+        elif m == "physical":
+            case["physical"] = case["batch"] + 1
+        elif m == "val":
+            case["val"] = draw(st.sampled_from([1.0, -0.1, 2.0, float("nan")]))
+        elif m == "lr":
+            case["lr"] = draw(st.sampled_from([0.0, -1.0, float("nan"), float("inf")]))
+        elif m == "beta":
+            case["beta1"] = draw(st.sampled_from([1.5, -0.1, float("nan")]))
+        elif m == "wd":
+            case["wd"] = draw(st.sampled_from([2.0, -0.5, float("nan")]))
+        elif m == "loss":
+            case["loss"] = draw(st.sampled_from(["hinge", "", "MSE"]))
+        elif m == "backend":
+            case["backend"] = draw(st.sampled_from(["cuda", "nope", ""]))
+        elif m == "empty":
+            x["shape"][0] = 0
+            y["shape"][0] = 0
+        elif m == "epochs":
+            case["epochs"] = -1
+        elif m == "y_dtype":
+            y["kind"] = draw(st.sampled_from(["str", "object", "none"]))
+        elif m == "batch_type":
+            case["batch"] = draw(st.sampled_from([1.5, "8", None]))
+    return case
+
+
+@seed(20261130)
+@settings(max_examples=N_CASES, deadline=None, derandomize=False, print_blob=True,
+          database=DirectoryBasedExampleDatabase(str(HERE / "hypothesis-db")),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@given(case=cases())
+def test_public_api_never_aborts(worker, case):
+    result = worker.run(case)
+    key = "trained" if result["ok"] and result["error"] is None else str(result["error"])
+    OUTCOMES[key] = OUTCOMES.get(key, 0) + 1
+    assert result["ok"], f"case {json.dumps(case)} -> {result['error']}"
