@@ -235,17 +235,16 @@ def output_shape_of(model: Model, input_shape) -> tuple[int, ...]:
 
 
 # ---- sessions: scheduler per model and device ----------------------------------------------------------
-_sessions: dict[int, dict] = {}
-
-
+# A model's scheduler and cached forward graph live on the model itself (``model._session``), so they
+# are freed with it: a global registry would keep every model ever used alive.
 def _session(model: Model, backend: str, n_threads: int | None) -> dict:
-    s = _sessions.get(id(model))
+    s = getattr(model, "_session", None)
     if s is None or s["backend"] != backend:
         if s is not None:
             release(model)
         sched = Scheduler.for_device(backend, n_threads)
-        s = {"backend": backend, "sched": sched, "predictor": None, "model": model}
-        _sessions[id(model)] = s
+        s = {"backend": backend, "sched": sched, "predictor": None}
+        model._session = s
     if n_threads is not None:
         for b in s["sched"].backends:
             b.set_n_threads(n_threads)
@@ -254,9 +253,12 @@ def _session(model: Model, backend: str, n_threads: int | None) -> dict:
 
 def release(model: Model) -> None:
     """Free the scheduler and cached graphs held for ``model``."""
-    s = _sessions.pop(id(model), None)
-    if s and s["predictor"] is not None:
-        s["predictor"].close()
+    s = getattr(model, "_session", None)
+    model._session = None
+    if s:
+        if s["predictor"] is not None:
+            s["predictor"].close()
+        s["sched"].close()
 
 
 def _predictor(model: Model, s: dict, batch: int) -> _Predictor:
