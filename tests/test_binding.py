@@ -92,3 +92,19 @@ def test_missing_library_gives_importerror_naming_the_file(tmp_path):
     assert "IMPORTERROR" in out.stdout, out.stdout + out.stderr
     assert "libggml" in out.stdout  # the missing file is named
     assert str(pkg) in out.stdout
+
+
+def test_abort_callback_prints_ggml_message_and_python_stack():
+    # The last line of defence: a GGML_ASSERT reached through the raw binding still aborts (ggml
+    # cannot continue), but first prints ggml's message and the Python stack that led there.
+    code = textwrap.dedent("""
+        from pyggml_opt._lib import lib
+        def build_empty_dataset():
+            lib.ggml_opt_dataset_init(lib.GGML_TYPE_F32, lib.GGML_TYPE_F32, 4, 1, 0, 1)  # ndata = 0
+        build_empty_dataset()
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "pyggml_opt: ggml aborted" in out.stderr
+    assert "GGML_ASSERT(ndata > 0) failed" in out.stderr
+    assert "build_empty_dataset" in out.stderr  # the Python frame that called into ggml
