@@ -43,8 +43,12 @@ def _dense_from_ggml(w: np.ndarray) -> np.ndarray:
     return w.reshape(-1, hw, hw, c).transpose(0, 3, 1, 2).reshape(w.shape[0], -1)
 
 
-def save(model: Model, path) -> None:
-    """Write ``model`` to ``path`` (GGUF). The file is replaced atomically."""
+def save(model: Model, path, extra: dict | None = None, extra_tensors: dict | None = None) -> None:
+    """Write ``model`` to ``path`` (GGUF). The file is replaced atomically.
+
+    ``extra`` (key -> str/int/float/bool) and ``extra_tensors`` (name -> array) are added as they are;
+    ``pyggml_opt.checkpoint`` stores the optimizer state this way.
+    """
     if not isinstance(model, Model):
         raise TypeError(f"model must be a pyggml_opt model, got {type(model).__name__}")
     model._require_built()
@@ -55,9 +59,13 @@ def save(model: Model, path) -> None:
         f.set("pyggml_opt.config", json.dumps(model.config()))
         f.set("pyggml_opt.input_shape", json.dumps(list(model.input_shape)))
         f.set("pyggml_opt.loss", model.loss or "")
+        for key, value in (extra or {}).items():
+            f.set(key, value)
         for name, value in weights.items():
             if arch == "mnist-cnn" and name == "dense.weight":
                 value = _dense_to_ggml(value)
+            f.add_tensor(name, value)
+        for name, value in (extra_tensors or {}).items():
             f.add_tensor(name, value)
         f.write(path)
 

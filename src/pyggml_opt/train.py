@@ -369,10 +369,14 @@ class EarlyStopping(Callback):
 
 class ModelCheckpoint(Callback):
     """Save the model as GGUF after each epoch (``path`` may contain ``{epoch}``), or only when
-    ``monitor`` improved with ``save_best_only``."""
+    ``monitor`` improved with ``save_best_only``. With ``save_optimizer`` (default) the file is a
+    training checkpoint (``pyggml_opt.checkpoint``): ``fit(..., resume_from=path)`` continues from it
+    exactly; ``pgo.load`` reads it as a model."""
 
-    def __init__(self, path, monitor: str = "val_loss", save_best_only: bool = False, mode: str = "auto") -> None:
+    def __init__(self, path, monitor: str = "val_loss", save_best_only: bool = False, mode: str = "auto",
+                 save_optimizer: bool = True) -> None:
         self.path, self.monitor, self.save_best_only = str(path), monitor, save_best_only
+        self.save_optimizer = save_optimizer
         self.mode = _monitor_mode(monitor, mode)
         self.best = None
         self.saved: list[str] = []
@@ -387,7 +391,12 @@ class ModelCheckpoint(Callback):
                 return
             self.best = value
         path = self.path.format(epoch=epoch + 1)
-        model.save(path)
+        trainer = getattr(model, "_trainer", None)
+        if self.save_optimizer and trainer is not None:
+            from .checkpoint import read_state, save_checkpoint
+            save_checkpoint(model, path, epoch + 1, read_state(*trainer))
+        else:
+            model.save(path)
         self.saved.append(path)
 
 
@@ -461,7 +470,7 @@ def fit(model: Model, x, y=None, *, epochs: int = 1, batch_size: int = 32, physi
         validation_split: float = 0.0, validation_data=None, loss: str = "cross_entropy",
         optimizer: Optimizer | str = "adamw", shuffle: bool = True, seed: int | None = 0,
         backend: str = "cpu", n_threads: int | None = None, verbose: int = 1,
-        callbacks: Iterable[Callback] = ()) -> History:
+        callbacks: Iterable[Callback] = (), resume_from=None) -> History:
     """Train ``model`` on numpy data with ggml-opt.
 
     x: (n, *input_shape) numbers (float64 and ints are converted to float32).
@@ -474,6 +483,9 @@ def fit(model: Model, x, y=None, *, epochs: int = 1, batch_size: int = 32, physi
     optimizer: pgo.AdamW(...), pgo.SGD(...) or "adamw"/"sgd". seed: weight init (if the model is not
        built yet) and shuffling. backend: "cpu", "cuda", "metal", "gpu" or a ggml device name.
     verbose: 0 silent, 1 progress bar, 2 one line per epoch. callbacks: Callback objects.
+    resume_from: a checkpoint written by ``ModelCheckpoint``: weights, optimizer state and the epoch
+       count are restored and training continues up to ``epochs`` in total, exactly as if it had not
+       stopped (same data, seed and hyperparameters).
     Returns a History (also stored as ``model.history``).
     """
     if not isinstance(model, Model):
@@ -504,6 +516,14 @@ def fit(model: Model, x, y=None, *, epochs: int = 1, batch_size: int = 32, physi
     x = _check_x(model, x)
     n = x.shape[0]
     targets = _targets(model, y, n, loss)
+    resume = None
+    if resume_from is not None:
+        from .checkpoint import load_checkpoint
+        weights, start_epoch, state = load_checkpoint(resume_from, model)
+        if state.optimizer != opt.name:
+            raise ValueError(f"the checkpoint was trained with {state.optimizer!r}, this fit uses {opt.name!r}")
+        model.set_weights(weights)
+        resume = (start_epoch, state)
 
     n_val = int(n * validation_split)
     n_train = n - n_val
@@ -523,13 +543,13 @@ def fit(model: Model, x, y=None, *, epochs: int = 1, batch_size: int = 32, physi
                            "use one model per thread")
     try:
         return _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, physical,
-                           shuffle, seed, backend, n_threads, verbose, callbacks)
+                           shuffle, seed, backend, n_threads, verbose, callbacks, resume)
     finally:
         model._lock.release()
 
 
 def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, physical, shuffle, seed,
-                backend, n_threads, verbose, callbacks) -> History:
+                backend, n_threads, verbose, callbacks, resume) -> History:
     from .core import Dataset
     s = _session(model, backend, n_threads)
     sched = s["sched"]
@@ -553,12 +573,20 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
                          opt_period=batch_size // physical, keep_alive=(graph,))
     result = Result()
     labels_t = opt_ctx.labels if targets is not None else None
+    start_epoch = 0
+    if resume is not None:
+        from .checkpoint import write_state
+        start_epoch, state = resume
+        write_state(opt_ctx, graph.store, opt, state)
+    model._trainer = (opt_ctx, graph.store, opt)  # for callbacks that checkpoint the optimizer state
 
     history = History()
     model.history = history
     model.loss = loss
     model.stop_training = False
     rng = np.random.default_rng(seed)
+    for _ in range(start_epoch if shuffle else 0):  # replay the shuffles of the epochs already done
+        rng.permutation(n_train)
     n_steps = -(-n_train // batch_size)
     n_phys = n_steps * (batch_size // physical)
     xbuf = np.empty((physical, ne_x), np.float32)
@@ -567,7 +595,7 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
     for cb in callbacks:
         cb.on_train_begin(model)
     try:
-        for epoch in range(epochs):
+        for epoch in range(start_epoch, epochs):
             for cb in callbacks:
                 cb.on_epoch_begin(model, epoch)
             t0 = time.perf_counter()
@@ -609,6 +637,7 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
             if model.stop_training:
                 break
     finally:
+        model._trainer = None
         result.close()
         opt_ctx.close()
         train_sched.close()
