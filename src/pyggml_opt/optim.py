@@ -25,6 +25,17 @@ def _check_range(name: str, value, lo: float, hi: float, lo_open: bool = False) 
     return v
 
 
+def _check_lr(name: str, value) -> float:
+    """A learning rate: > 0 and still > 0 and finite as the float32 ggml-opt receives (a smaller value
+    becomes 0.0 there, and ggml-opt aborts on alpha <= 0)."""
+    v = _check_range(name, value, 0.0, math.inf, lo_open=True)
+    as_f32 = float(ffi.cast("float", v))
+    if not (0.0 < as_f32 < math.inf):
+        raise ValueError(f"{name} must be in (0.0, inf] and representable as a float32 (about 1.4e-45 to "
+                         f"3.4e38, ggml-opt's type), got {value!r}")
+    return v
+
+
 class Optimizer:
     """Base class: holds the learning rate (or schedule), weight decay and the step counter."""
 
@@ -35,7 +46,7 @@ class Optimizer:
         if callable(lr):
             self.schedule, self.lr = lr, None
         else:
-            self.schedule, self.lr = None, _check_range("lr", lr, 0.0, math.inf, lo_open=True)
+            self.schedule, self.lr = None, _check_lr("lr", lr)
         self.weight_decay = _check_range("weight_decay", weight_decay, 0.0, 1.0)
         self.step = 0
         self._pending: BaseException | None = None
@@ -49,7 +60,7 @@ class Optimizer:
             value = self.schedule(self.step)
         except Exception as exc:  # noqa: BLE001 - reported after the C call returns
             raise ValueError(f"learning-rate schedule failed at step {self.step}: {exc!r}") from exc
-        return _check_range(f"learning rate from the schedule at step {self.step}", value, 0.0, math.inf, lo_open=True)
+        return _check_lr(f"learning rate from the schedule at step {self.step}", value)
 
     def c_params(self):
         """``struct ggml_opt_optimizer_params`` for this step; never raises (called from C)."""

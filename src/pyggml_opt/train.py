@@ -146,6 +146,9 @@ def check_backward(outputs) -> None:
             if n:
                 needs[key] = True
                 changed = True
+    if not any(t.flags & lib.GGML_TENSOR_FLAG_PARAM for t in order):
+        # ggml_build_backward_expand asserts (aborts) on a graph without parameters
+        raise ValueError("the model's output does not depend on any trainable parameter: nothing to train")
     for t in order:
         if not needs.get(int(ffi.cast("uintptr_t", t))) or t.op == lib.GGML_OP_NONE:
             continue
@@ -542,8 +545,13 @@ def fit(model: Model, x, y=None, *, epochs: int = 1, batch_size: int = 32, physi
         raise RuntimeError("this model is already being trained or run in another thread; "
                            "use one model per thread")
     try:
-        return _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, physical,
-                           shuffle, seed, backend, n_threads, verbose, callbacks, resume)
+        model._check_not_fitting("fit")  # fit from one of this fit's callbacks (the lock is re-entrant)
+        model._fitting = backend
+        try:
+            return _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, physical,
+                               shuffle, seed, backend, n_threads, verbose, callbacks, resume)
+        finally:
+            model._fitting = None
     finally:
         model._lock.release()
 
@@ -684,6 +692,9 @@ def predict(model: Model, x, *, batch_size: int = 256, logits: bool | None = Non
     if not model._lock.acquire(blocking=False):
         raise RuntimeError("this model is already being trained or run in another thread; use one model per thread")
     try:
+        if model._fitting is not None and backend != model._fitting:
+            # from a callback of fit: another backend would move the parameters fit is using
+            raise ValueError(f"predict / evaluate during fit must use fit's backend {model._fitting!r}, got {backend!r}")
         s = _session(model, backend, n_threads)
         p = _predictor(model, s, min(batch_size, x.shape[0]))
         out = _forward_all(x, p.graph.batch, p.run)

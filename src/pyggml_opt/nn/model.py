@@ -28,7 +28,10 @@ class Model:
         self.history = None
         self._weights: dict[str, np.ndarray] | None = None
         self._store: ParamStore | None = None
-        self._lock = threading.Lock()
+        # Re-entrant: callbacks run in fit's thread and may call predict / evaluate; other threads are
+        # still refused (non-blocking acquire). ``_fitting`` is fit's backend while fit runs.
+        self._lock = threading.RLock()
+        self._fitting: str | None = None
         self.stop_training = False
 
     # ---- to implement -----------------------------------------------------------------------------
@@ -61,6 +64,7 @@ class Model:
         if len(out) != 1:
             raise ValueError(f"the model's output must be (batch, features), got per-sample shape {out}; "
                              "end it with Flatten() or Linear(...)")
+        self._check_not_fitting("build")
         rng = np.random.default_rng(seed)
         self.input_shape, self.output_shape, self.param_shapes = input_shape, out, shapes
         self._drop_store()
@@ -108,6 +112,11 @@ class Model:
     def count_params(self) -> int:
         return int(sum(np.prod(s) for s in self.param_shapes.values()))
 
+    def _check_not_fitting(self, what: str) -> None:
+        # fit's graphs use the parameter buffer: freeing or replacing it from a callback would crash
+        if self._fitting is not None:
+            raise RuntimeError(f"cannot {what} the model while fit is running (called from a callback)")
+
     def _require_built(self) -> None:
         if not self.built:
             raise ValueError("the model is not built yet: call build(input_shape) or fit() first")
@@ -133,6 +142,7 @@ class Model:
     def close(self) -> None:
         """Free the ggml memory of the weights (they stay available in numpy)."""
         with self._lock:
+            self._check_not_fitting("close")
             self._drop_store()
             from ..train import release
             release(self)
@@ -143,8 +153,9 @@ class Model:
         from ..train import fit
         return fit(self, x, y, **kwargs)
 
-    def evaluate(self, x, y, **kwargs):
-        """(loss, accuracy) on numpy data; see ``pyggml_opt.evaluate``."""
+    def evaluate(self, x, y=None, **kwargs):
+        """(loss, accuracy) on numpy data (``y`` unused for the 'mean' and 'sum' losses); see
+        ``pyggml_opt.evaluate``."""
         from ..train import evaluate
         return evaluate(self, x, y, **kwargs)
 

@@ -29,7 +29,8 @@ class ParamStore:
                 raise ValueError(f"parameter name {name!r} is too long for ggml (at most 63 bytes)")
             lib.ggml_set_name(t, name.encode())
             self.tensors[name] = Tensor(t, None, self.ctx, len(shape))
-        self.buffer = Buffer(self.ctx, backend)
+        # ggml allocates no buffer for a context without tensors (a model without parameters)
+        self.buffer = Buffer(self.ctx, backend) if self.tensors else None
         self.backend = backend
 
     def get(self) -> dict[str, np.ndarray]:
@@ -44,5 +45,6 @@ class ParamStore:
             lib.ggml_set_param(t.ptr)
 
     def close(self) -> None:
-        self.buffer.close()
+        if self.buffer is not None:
+            self.buffer.close()
         self.ctx.close()
