@@ -358,6 +358,10 @@ GRAD_CASES = {
                          [_r(1, 2, 7, 7)]),
     "avg_pool_overlap": (lambda x: ops.pool_2d(x, "avg", 3, stride=2), lambda x: np_pool2d(x, "avg", (3, 3), (2, 2)),
                          [_r(1, 2, 7, 7)]),
+    "max_pool_pad": (lambda x: ops.pool_2d(x, "max", 3, stride=2, padding=1),
+                     lambda x: np_pool2d(x, "max", (3, 3), (2, 2), (1, 1)), [_r(1, 2, 6, 5)]),
+    "avg_pool_pad": (lambda x: ops.pool_2d(x, "avg", 3, stride=1, padding=1),
+                     lambda x: np_pool2d(x, "avg", (3, 3), (1, 1), (1, 1)), [_r(1, 2, 5, 4)]),
     "flatten_linear": (lambda x, w: ops.linear(ops.flatten(x), w),
                        lambda x, w: x.reshape(2, -1) @ w.T, [_r(2, 2, 3, 2), _r(3, 12, seed=1)]),
 }
