@@ -657,6 +657,55 @@ def test_sigint_during_fit_stops_within_one_batch():
     assert result["predict_shape"] == [5, 10] and result["finite"], result
 
 
+SIGINT_STORM_CHILD = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    import pyggml_opt as pgo
+    from pyggml_opt import layers as L
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 4)).astype(np.float32)
+    y = rng.integers(0, 2, 64)
+    model = pgo.Sequential([L.Linear(4, 4), L.Linear(4, 2)])
+    interrupted = 0
+    print("READY", flush=True)
+    end = time.perf_counter() + float(sys.argv[1])
+    while time.perf_counter() < end:
+        try:  # batch 1: the optimizer-params callback runs at every step, so signals often land in it
+            model.fit(x, y, epochs=5, batch_size=1, verbose=0, n_threads=1,
+                      optimizer=pgo.AdamW(lr=lambda step: 1e-3))
+        except KeyboardInterrupt:
+            interrupted += 1
+    print("DONE", interrupted, model.predict(x[:2]).shape, flush=True)
+""")
+
+
+def test_sigint_storm_never_aborts():
+    """Ctrl+C at random moments, hundreds of times: a KeyboardInterrupt raised inside ggml-opt's
+    optimizer-params callback must not reach ggml as a zeroed struct (ggml-opt aborts on lr == 0)."""
+    duration = 3.0
+    proc = subprocess.Popen([sys.executable, "-c", SIGINT_STORM_CHILD, str(duration + 2)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("READY")
+        rnd = np.random.default_rng(0)
+        t0, sent = time.perf_counter(), 0
+        while time.perf_counter() - t0 < duration and proc.poll() is None:
+            time.sleep(rnd.uniform(0.002, 0.02))
+            proc.send_signal(signal.SIGINT)
+            sent += 1
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, f"child died with {proc.returncode} after {sent} SIGINTs: {err[-3000:]}"
+    assert "ggml aborted" not in err
+    done = [l for l in out.splitlines() if l.startswith("DONE")]
+    assert done and int(done[0].split()[1]) >= sent // 2, (sent, out)
+    assert done[0].endswith("(2, 2)")
+
+
 # ---- predict / evaluate ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def trained(data):

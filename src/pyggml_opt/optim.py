@@ -75,6 +75,12 @@ class Optimizer:
         self._fill(p, lr)
         return p[0]
 
+    def fallback_params(self):
+        """The struct of ``c_params`` with the last valid learning rate, evaluating nothing."""
+        p = ffi.new("struct ggml_opt_optimizer_params *")
+        self._fill(p, self._last_lr if self._last_lr else 1e-30)
+        return p[0]
+
     def raise_pending(self) -> None:
         """Re-raise an error the schedule raised inside the C callback."""
         if self._pending is not None:

@@ -1,6 +1,8 @@
 """ggml_opt_context: the training graphs (forward, gradients, optimizer step) of one model."""
 from __future__ import annotations
 
+import threading
+
 from .._lib import ffi, lib
 from .handle import Handle
 
@@ -12,7 +14,24 @@ LOSS_TYPES = {
 }
 
 
-@ffi.def_extern()
+# The optimizer whose ggml_opt_eval is running in this thread (for _on_params_error).
+_evaluating = threading.local()
+
+
+def _on_params_error(exc_type, exc_value, traceback):  # noqa: ARG001 - cffi's onerror signature
+    # An exception escaped the callback anyway: a KeyboardInterrupt (Ctrl+C) is raised at whatever
+    # bytecode runs when the signal arrives, also outside c_params' try. cffi would hand ggml-opt a
+    # zeroed struct and ggml-opt would abort on alpha == 0: return the last valid parameters instead
+    # and raise the exception once ggml_opt_eval returns.
+    opt = getattr(_evaluating, "optimizer", None)
+    if opt is None:
+        return None  # the `error` value below: ggml's defaults, which pass its checks
+    if opt._pending is None:
+        opt._pending = exc_value
+    return opt.fallback_params()
+
+
+@ffi.def_extern(error=lib.ggml_opt_get_default_optimizer_params(ffi.NULL), onerror=_on_params_error)
 def pyggml_get_optimizer_params(userdata):
     # ggml-opt calls this once per optimizer step and asserts on the values it gets back, so the
     # optimizer object never raises here: it keeps any error and returns its last valid values.
@@ -63,7 +82,11 @@ class OptContext(Handle):
 
     def eval(self, result=None) -> None:
         """Compute the allocated graph (GIL released); accumulate into ``result`` if given."""
-        lib.ggml_opt_eval(self.ptr, result.ptr if result is not None else ffi.NULL)
+        _evaluating.optimizer = self.optimizer
+        try:
+            lib.ggml_opt_eval(self.ptr, result.ptr if result is not None else ffi.NULL)
+        finally:
+            _evaluating.optimizer = None
         if self.optimizer is not None:
             self.optimizer.raise_pending()
 
