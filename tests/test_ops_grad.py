@@ -446,6 +446,26 @@ NO_BACKWARD_SCRIPT = textwrap.dedent("""
         # the model is still usable for inference: forward-only graphs need no backward pass
         assert model.predict(x).shape == (16, 3)
 
+    # ggml's MEAN backward aborts when its input has another user (ggml_add1 on a non-scalar):
+    # refused by name; pgo.ops.mean (sum_rows * 1/n) is the differentiable form
+    mean_raw = lambda t: Tensor(lib.ggml_mean(t.ctx.ptr, t.ptr), t.ctx, t.ctx, t.ndim)
+    def two_users(x, p):
+        h = pgo.ops.linear(x, p["w1"])
+        return pgo.ops.linear(pgo.ops.add(h, mean_raw(h)), p["w2"])
+    model = pgo.FunctionModel(two_users, {"w1": (5, 4), "w2": (3, 5)})
+    try:
+        model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    except ValueError as exc:
+        assert "MEAN" in str(exc), str(exc)
+        print("REFUSED MEAN |", exc)
+    else:
+        raise SystemExit("fit accepted ggml_mean with a second user of its input")
+    one_user = lambda x, p: pgo.ops.linear(pgo.ops.add(pgo.ops.linear(x, p["w1"]), mean_raw(pgo.ops.linear(x, p["u"]))),
+                                           p["w2"])
+    h = pgo.FunctionModel(one_user, {"w1": (5, 4), "u": (5, 4), "w2": (3, 5)}).fit(x, y, epochs=1, batch_size=8, verbose=0)
+    assert np.isfinite(h["loss"]).all()
+    print("MEAN ONE USER OK")
+
     # an op without backward before any parameter (on the input only) needs no gradient: allowed
     op = raw("ggml_tanh")
     model = pgo.FunctionModel(lambda x, p: pgo.ops.linear(op(x), p["w"]), {"w": (3, 4)})
@@ -458,6 +478,6 @@ NO_BACKWARD_SCRIPT = textwrap.dedent("""
 def test_op_without_backward_raises_value_error_naming_it():
     proc = subprocess.run([sys.executable, "-c", NO_BACKWARD_SCRIPT], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"child exited with {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    for op_name in ("TANH", "GELU", "SIGMOID", "NORM"):
+    for op_name in ("TANH", "GELU", "SIGMOID", "NORM", "MEAN"):
         assert f"REFUSED {op_name}" in proc.stdout
-    assert "INPUT-ONLY OK" in proc.stdout
+    assert "INPUT-ONLY OK" in proc.stdout and "MEAN ONE USER OK" in proc.stdout

@@ -165,6 +165,15 @@ def check_backward(outputs) -> None:
         elif op not in _BACKWARD_OPS:
             raise ValueError(f"ggml has no backward pass for the op {op} (used on a trainable path); "
                              "build it from differentiable ops (see pyggml_opt.ops)")
+        elif t.op == lib.GGML_OP_MEAN:
+            # ggml's MEAN backward adds its gradient with ggml_add1, which asserts a scalar: it aborts
+            # when the input also gets a gradient from another user (x - mean(x), as in layer_norm)
+            src = int(ffi.cast("uintptr_t", t.src[0]))
+            users = sum(1 for u in order if needs.get(int(ffi.cast("uintptr_t", u))) and any(
+                u.src[i] != ffi.NULL and int(ffi.cast("uintptr_t", u.src[i])) == src for i in range(lib.GGML_MAX_SRC)))
+            if users > 1:
+                raise ValueError("ggml's backward pass for MEAN (ggml_mean) fails when its input has other users "
+                                 "on a trainable path; use pyggml_opt.ops.mean (sum_rows * 1/n) instead")
 
 
 # ---- graphs -------------------------------------------------------------------------------------------
