@@ -250,7 +250,11 @@ def reshape(a: Tensor, *shape: int) -> Tensor:
 
 
 def permute(a: Tensor, *axes: int) -> Tensor:
-    """numpy.transpose semantics: result.shape[i] = a.shape[axes[i]] (a view; see cont)."""
+    """numpy.transpose semantics: result.shape[i] = a.shape[axes[i]], as a contiguous copy.
+
+    ggml_permute alone gives a strided view, and most ggml ops assert contiguous rows (some when the
+    graph is built, others only when it is computed or differentiated), so the view is copied here
+    (ggml_cont, differentiable) and no op of this module ever receives a non-contiguous tensor."""
     _check_tensor("a", a)
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
         axes = tuple(axes[0])
@@ -263,7 +267,12 @@ def permute(a: Tensor, *axes: int) -> Tensor:
     last = lib.GGML_MAX_DIMS - 1
     for i, src in enumerate(full):
         pos[last - src] = last - i
-    return _wrap(lib.ggml_permute(_ctx(a).ptr, a.ptr, *pos), a)
+    # The backward pass of PERMUTE hands `a` a strided view as gradient, and ggml_add (used to sum
+    # the gradients of a tensor with several users) asserts contiguous rows on it; RESHAPE's backward
+    # makes its gradient contiguous, so `a` goes through a same-shape reshape first.
+    src = a if lib.ggml_is_contiguous(a.ptr) else cont(a)
+    same = _wrap(lib.ggml_reshape(_ctx(src).ptr, src.ptr, src.ptr), src)
+    return cont(_wrap(lib.ggml_permute(_ctx(a).ptr, same.ptr, *pos), a))
 
 
 def cont(a: Tensor) -> Tensor:
