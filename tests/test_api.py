@@ -925,6 +925,7 @@ X, Y = blobs(n=32)
     (dict(x=np.where(np.arange(32)[:, None] == 3, np.nan, X)), ValueError, "x contains NaN or inf"),
     (dict(x=np.where(np.arange(32)[:, None] == 3, np.inf, X)), ValueError, "x contains NaN or inf"),
     (dict(x=np.array([["a"] * 6] * 32)), TypeError, "x must hold numbers"),
+    (dict(x=np.where(np.arange(32)[:, None] == 3, 1e39, X.astype(np.float64))), ValueError, "beyond float32"),
     (dict(y=np.where(np.arange(32)[:, None] == 0, np.nan, np.eye(3)[Y])), ValueError, "y contains NaN or inf"),
     (dict(y=np.where(np.arange(32) == 0, np.inf, Y)), ValueError, "y: class ids must be integers"),
     (dict(y=Y + 0.5), ValueError, "y: class ids must be integers"),

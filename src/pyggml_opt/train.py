@@ -70,6 +70,9 @@ def _check_x(model: Model, x, name: str = "x") -> np.ndarray:
         raise ValueError(f"{name} has samples of shape {tuple(arr.shape[1:])}, the model expects {model.input_shape}")
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or inf")
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 4 and np.abs(arr).max() > np.finfo(np.float32).max:
+        # ggml computes in float32: such values would become inf there and every weight NaN
+        raise ValueError(f"{name} contains values beyond float32's range (about ±3.4e38)")
     return arr
 
 
