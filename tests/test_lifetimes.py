@@ -89,11 +89,11 @@ def test_1000_build_fit_free_cycles_keep_memory_flat():
         cycle()
     gc.collect()
     growth = _rss_bytes() - start
-    # One cycle allocates ~0.5 MB of ggml contexts and buffers (graph metadata for 16384 nodes);
-    # a leak of any one of them per cycle would grow RSS by >= 100 MB over 1000 cycles. 8 MB
-    # allows for allocator noise.
+    # One cycle allocates several MB of ggml contexts and buffers (graph metadata for 16384 nodes,
+    # a scheduler); leaking any one of them per cycle grows RSS by hundreds of MB over 1000 cycles.
+    # 32 MiB allows for allocator fragmentation (up to ~9 MiB seen once on a loaded machine).
     print(f"RSS growth over 1000 cycles: {growth / 2**20:.2f} MiB")
-    assert growth < 8 * 2**20, f"resident memory grew by {growth / 2**20:.1f} MiB over 1000 cycles"
+    assert growth < 32 * 2**20, f"resident memory grew by {growth / 2**20:.1f} MiB over 1000 cycles"
 
 
 def test_models_dropped_without_close_are_freed():
