@@ -29,6 +29,7 @@ class GGUFFile(Handle):
 
     def __init__(self, _ptr=None, _ctx_ptr=None) -> None:
         self._tensor_ctx = _ctx_ptr
+        self._path: str | None = None  # set by read(); tensor data is read from this file
         self._arrays: list[np.ndarray] = []  # data of tensors added for writing
         ptr = _ptr if _ptr is not None else lib.gguf_init_empty()
         super().__init__(ptr, lib.gguf_free)
@@ -47,13 +48,34 @@ class GGUFFile(Handle):
         path = os.fspath(path)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"no such GGUF file: {path!r}")
+        # Metadata only (no_alloc): with no_alloc=False ggml would allocate the sizes the file
+        # claims before checking them against the file, and abort when that fails. Tensor data is
+        # read from the file by ``tensor`` after the sizes were checked here.
         ctx_out = ffi.new("struct ggml_context **")
-        params = ffi.new("struct gguf_init_params *", {"no_alloc": False, "ctx": ctx_out})
+        params = ffi.new("struct gguf_init_params *", {"no_alloc": True, "ctx": ctx_out})
         ptr = lib.gguf_init_from_file(path.encode(), params[0])
         if ptr == ffi.NULL:
             raise ValueError(f"{path!r} is not a valid GGUF file (ggml's parser rejected it; "
                              "see the 'pyggml_opt.ggml' log for the reason)")
-        return cls(ptr, ctx_out[0])
+        f = cls(ptr, ctx_out[0])
+        f._path = path
+        try:
+            f._check_sizes(os.path.getsize(path))
+        except ValueError:
+            f.close()
+            raise
+        return f
+
+    def _check_sizes(self, file_size: int) -> None:
+        data_offset = lib.gguf_get_data_offset(self.ptr)
+        for i in range(lib.gguf_get_n_tensors(self.ptr)):
+            name = c_str(lib.gguf_get_tensor_name(self.ptr, i))
+            t = lib.ggml_get_tensor(self._tensor_ctx, name.encode())
+            size = lib.gguf_get_tensor_size(self.ptr, i)
+            end = data_offset + lib.gguf_get_tensor_offset(self.ptr, i) + size
+            if t == ffi.NULL or size != lib.ggml_nbytes(t) or end > file_size:
+                raise ValueError(f"{self._path!r}: tensor {name!r} ({size} bytes) does not fit in the file "
+                                 f"({file_size} bytes)")
 
     # ---- metadata ---------------------------------------------------------------------------------------
     def keys(self) -> list[str]:
@@ -90,19 +112,22 @@ class GGUFFile(Handle):
 
     def tensor(self, name: str, ndim: int | None = None) -> np.ndarray:
         """A copy of tensor ``name`` as numpy (numpy-order shape, ``ndim`` dims if given)."""
-        if self._tensor_ctx is None:
+        if self._path is None:
             raise ValueError("tensors can be read only from a file opened with GGUFFile.read")
-        self.ptr  # noqa: B018 - raises if closed
+        tid = lib.gguf_find_tensor(self.ptr, name.encode())
         t = lib.ggml_get_tensor(self._tensor_ctx, name.encode())
-        if t == ffi.NULL:
+        if tid < 0 or t == ffi.NULL:
             raise KeyError(f"no tensor {name!r} in the GGUF file")
         if t.type not in NP_TYPES:
             raise ValueError(f"tensor {name!r} has type {c_str(lib.ggml_type_name(t.type))}; only "
                              "unquantized types are supported")
-        shape = shape_of(t, ndim)
-        nbytes = lib.ggml_nbytes(t)
-        arr = np.frombuffer(ffi.buffer(t.data, nbytes), dtype=NP_TYPES[t.type]).reshape(shape)
-        return arr.copy()
+        dtype = np.dtype(NP_TYPES[t.type])
+        offset = lib.gguf_get_data_offset(self.ptr) + lib.gguf_get_tensor_offset(self.ptr, tid)
+        count = lib.ggml_nelements(t)
+        arr = np.fromfile(self._path, dtype=dtype.newbyteorder("<"), count=count, offset=offset)
+        if arr.size != count:
+            raise ValueError(f"tensor {name!r} is truncated in the file")
+        return arr.astype(dtype, copy=False).reshape(shape_of(t, ndim))
 
     def tensor_shape(self, name: str, ndim: int | None = None) -> tuple[int, ...]:
         t = lib.ggml_get_tensor(self._tensor_ctx, name.encode())
