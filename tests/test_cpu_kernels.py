@@ -1,0 +1,178 @@
+"""CPU kernels of the training hot path against numpy: OUT_PROD (weight gradients of mul_mat) and
+MUL_MAT, f32, for odd shapes.
+
+vendor/patches may replace these kernels with blocked ones (register tiles of 6 x 16 on AVX2, k in
+blocks of 256; llamafile's sgemm for MUL_MAT when GGML_LLAMAFILE is on), so the shapes here are
+non-multiples of every block size, 1-row and 1-column cases, k beyond one k-block, strided and
+transposed (non-contiguous) inputs, broadcast batches, and 1 to 3 threads (the work split differs).
+They pass on the unpatched kernels as well.
+
+Tolerance: the result is a float32 sum of k products, in an order the kernel chooses (sequential,
+blocked, pairwise). Any such order satisfies |fl(s) - s| <= gamma_k * sum|a_i b_i| with
+gamma_k = k u / (1 - k u), u = 2**-24 (Higham, Accuracy and Stability of Numerical Algorithms, 3.1);
+we allow k * 2**-23 (twice the first-order bound) times the float64 sum of |products|, plus a few
+ulps for the rounding of the inputs' own sum, against a float64 reference of the same float32 inputs.
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from pyggml_opt._lib import ffi, lib
+from pyggml_opt.core import Backend, Buffer, Context, Scheduler, tensor_data
+
+EPS32 = 2.0 ** -23
+
+
+def _check(got: np.ndarray, ref: np.ndarray, absref: np.ndarray, k: int) -> None:
+    tol = max(k, 1) * EPS32 * absref + 4 * EPS32 * np.abs(ref) + 1e-30
+    err = np.abs(got.astype(np.float64) - ref)
+    bad = err > tol
+    assert not bad.any(), (f"{bad.sum()} of {bad.size} elements beyond tolerance; worst error "
+                           f"{err.max():.3g}, its tolerance {tol.flat[np.argmax(err - tol)]:.3g}")
+
+
+class _Graph:
+    """Leaf tensors in a CPU buffer, one op on top, computed through the scheduler."""
+
+    def __init__(self, n_threads: int):
+        self.backend = Backend("cpu", n_threads)
+        self.ctx_in = Context(16)
+        self.ctx = Context(64, graph_size=64)
+        self.leaves = []
+
+    def leaf(self, value: np.ndarray):
+        """A 4-d-or-less f32 leaf with numpy ``value`` (numpy order: slowest dim first)."""
+        ne = tensor_data.ne_of(value.shape)
+        t = lib.ggml_new_tensor_4d(self.ctx_in.ptr, lib.GGML_TYPE_F32, *ne)
+        self.leaves.append((t, np.ascontiguousarray(value, dtype=np.float32)))
+        return t
+
+    def compute(self, out):
+        self.buf = Buffer(self.ctx_in, self.backend)
+        for t, v in self.leaves:
+            tensor_data.set(t, v)
+        graph = lib.ggml_new_graph_custom(self.ctx.ptr, 64, False)
+        lib.ggml_build_forward_expand(graph, out)
+        sched = Scheduler([self.backend])
+        sched.compute(graph)
+        return tensor_data.get(out, ndim=4)
+
+
+def _rng(*key):
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+# (M, N, K): dst is M x N (ggml ne0 = M), summed over K. M, N around the 6-row x 16-column register
+# tile (1, 5, 7, 15, 17, 33), K around the 256 k-block (1, 255, 256, 257, 600).
+OUT_PROD_SHAPES = [
+    (1, 1, 1), (1, 7, 3), (7, 1, 3), (16, 6, 8), (17, 5, 9), (15, 7, 257), (33, 13, 256),
+    (8, 1, 600), (1, 9, 255), (100, 37, 31), (784, 10, 50), (31, 500, 10),
+]
+
+
+def _out_prod_ref(a: np.ndarray, b: np.ndarray):
+    """a: numpy (K, M) (ggml [M, K]), b: (K, N); dst numpy (N, M) = b^T a, and the sum of |products|."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return b64.T @ a64, np.abs(b64).T @ np.abs(a64)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("m,n,k", OUT_PROD_SHAPES)
+def test_out_prod_contiguous(m, n, k, n_threads):
+    rng = _rng("op", m, n, k)
+    a = rng.uniform(-1, 1, (k, m)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    g = _Graph(n_threads)
+    out = lib.ggml_out_prod(g.ctx.ptr, g.leaf(a), g.leaf(b))
+    got = g.compute(out)[0, 0]
+    ref, absref = _out_prod_ref(a, b)
+    _check(got, ref, absref, k)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (17, 5, 9), (10, 500, 7), (33, 7, 300), (1, 23, 5)])
+def test_out_prod_transposed_src1(m, n, k, n_threads):
+    """src1 = transpose(grad): the backward pass of mul_mat for its src1 (strides nb10 > nb11)."""
+    rng = _rng("opT", m, n, k)
+    a = rng.uniform(-1, 1, (k, m)).astype(np.float32)
+    grad = rng.uniform(-1, 1, (n, k)).astype(np.float32)  # ggml [K, N]
+    g = _Graph(n_threads)
+    tb = lib.ggml_transpose(g.ctx.ptr, g.leaf(grad))     # ggml [N, K], not contiguous
+    assert n == 1 or k == 1 or not lib.ggml_is_contiguous(tb)
+    out = lib.ggml_out_prod(g.ctx.ptr, g.leaf(a), tb)
+    got = g.compute(out)[0, 0]
+    ref, absref = _out_prod_ref(a, grad.T)
+    _check(got, ref, absref, k)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 2), (17, 5, 9), (9, 13, 260)])
+def test_out_prod_strided_views(m, n, k, n_threads):
+    """src0 and src1 as views with padded rows (row strides larger than the row) and offsets."""
+    rng = _rng("opV", m, n, k)
+    big_a = rng.uniform(-1, 1, (k + 2, m + 3)).astype(np.float32)
+    big_b = rng.uniform(-1, 1, (k + 1, n + 5)).astype(np.float32)
+    g = _Graph(n_threads)
+    ta, tb = g.leaf(big_a), g.leaf(big_b)
+    va = lib.ggml_view_2d(g.ctx.ptr, ta, m, k, ta.nb[1], 1 * ta.nb[1] + 2 * 4)   # rows 1.., cols 2..
+    vb = lib.ggml_view_2d(g.ctx.ptr, tb, n, k, tb.nb[1], 3 * 4)                  # rows 0.., cols 3..
+    out = lib.ggml_out_prod(g.ctx.ptr, va, vb)
+    got = g.compute(out)[0, 0]
+    ref, absref = _out_prod_ref(big_a[1:1 + k, 2:2 + m], big_b[0:k, 3:3 + n])
+    _check(got, ref, absref, k)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_out_prod_batched_broadcast(n_threads):
+    """src0 broadcast over dims 2 and 3 of src1 (ne2 = 3 * ne02, ne3 = 2 * ne03)."""
+    m, n, k = 19, 7, 11
+    rng = _rng("opB", m, n, k)
+    a = rng.uniform(-1, 1, (1, 2, k, m)).astype(np.float32)   # ggml [m, k, 2, 1]
+    b = rng.uniform(-1, 1, (2, 6, k, n)).astype(np.float32)   # ggml [n, k, 6, 2]
+    g = _Graph(n_threads)
+    out = lib.ggml_out_prod(g.ctx.ptr, g.leaf(a), g.leaf(b))
+    got = g.compute(out)                                      # numpy (2, 6, n, m)
+    assert got.shape == (2, 6, n, m)
+    for i3 in range(2):
+        for i2 in range(6):
+            ref, absref = _out_prod_ref(a[0, i2 // 3], b[i3, i2])
+            _check(got[i3, i2], ref, absref, k)
+
+
+# MUL_MAT: dst (ggml [M, N]) = a (ggml [K, M]) x b (ggml [K, N]) summed over K (the row length).
+MUL_MAT_SHAPES = [
+    (1, 1, 1), (1, 7, 8), (7, 1, 8), (17, 5, 9), (16, 16, 16), (33, 13, 784), (500, 10, 500),
+    (10, 500, 500), (500, 500, 10), (13, 37, 257),
+]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("m,n,k", MUL_MAT_SHAPES)
+def test_mul_mat(m, n, k, n_threads):
+    rng = _rng("mm", m, n, k)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+    g = _Graph(n_threads)
+    out = lib.ggml_mul_mat(g.ctx.ptr, g.leaf(a), g.leaf(b))
+    got = g.compute(out)[0, 0]                                # numpy (n, m)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    _check(got, b64 @ a64.T, np.abs(b64) @ np.abs(a64).T, k)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("m,n,k", [(17, 5, 9), (10, 33, 16)])
+def test_mul_mat_noncontiguous_src1(m, n, k, n_threads):
+    """src1 a view with padded rows (not contiguous): the sgemm path must fall back or handle it."""
+    rng = _rng("mmV", m, n, k)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    big_b = rng.uniform(-1, 1, (n, k + 4)).astype(np.float32)
+    g = _Graph(n_threads)
+    tb = g.leaf(big_b)
+    vb = lib.ggml_view_2d(g.ctx.ptr, tb, k, n, tb.nb[1], 4)
+    out = lib.ggml_mul_mat(g.ctx.ptr, g.leaf(a), vb)
+    got = g.compute(out)[0, 0]
+    a64, b64 = a.astype(np.float64), big_b[:, 1:1 + k].astype(np.float64)
+    _check(got, b64 @ a64.T, np.abs(b64) @ np.abs(a64).T, k)
