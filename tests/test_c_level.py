@@ -23,7 +23,9 @@ HOW_TO_BUILD = (
     "(build folder build/<wheel tag>/), or point PYGGML_OPT_BUILD_DIR at a CMake build folder configured "
     "with -DPYGGML_OPT_BUILD_TESTS=ON"
 )
-# Per ctest entry; the slowest grad check takes well under a minute on 2 cores.
+# Per ctest entry. On 2 idle cores the slowest grad check takes seconds; while other processes keep
+# both cores busy, every tiny multi-threaded graph compute of test-backend-ops waits for a time slice
+# and the same check takes minutes (tests/c/CMakeLists.txt gives each 900 s).
 CTEST_TIMEOUT_S = 1200
 _CMAKE_REGEX_SPECIAL = re.compile(r"([\\^$.|?*+()\[\]])")
 
