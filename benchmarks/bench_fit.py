@@ -68,10 +68,11 @@ def cpp_threads() -> int:
     return min(n, (n + 4) // 2)
 
 
-def run_cpp(tool: Path, idx: Path, epochs: int, workdir: Path) -> tuple[list[float], str]:
-    """Per-epoch wall times of mnist-train's first `epochs` epochs, and the CPU library it loaded."""
-    out = workdir / "cpp-fc.gguf"
-    args = [str(tool), "mnist-fc", str(out), str(idx / "train-images-idx3-ubyte"),
+def run_cpp(tool: Path, idx: Path, epochs: int, workdir: Path, arch: str = "mnist-fc") -> tuple[list[float], str]:
+    """Per-epoch wall times of mnist-train's first `epochs` epochs of `arch` ("mnist-fc" or "mnist-cnn"),
+    and the CPU library it loaded."""
+    out = workdir / f"cpp-{arch}.gguf"
+    args = [str(tool), arch, str(out), str(idx / "train-images-idx3-ubyte"),
             str(idx / "train-labels-idx1-ubyte"), "CPU"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     starts: dict[int, float] = {}

@@ -1,0 +1,219 @@
+"""Training speed on the CPU: pyggml_opt's ``model.fit``, ggml's C++ ``mnist-train`` and PyTorch, same run.
+
+For each model, ggml's "mnist-fc" (784 -> 500 -> ReLU -> 10) and "mnist-cnn" (two 3x3 convolutions with
+8 and 16 channels, ReLU, 2x2 max pooling, dense to 10), trains on Fashion-MNIST with ggml's examples/mnist
+hyperparameters: logical batch 1000 made of two physical batches of 500 (gradient accumulation), 5 %
+validation evaluated every epoch, AdamW (lr 1e-3, betas 0.9 / 0.999, eps 1e-8, no weight decay), the
+same number of threads everywhere. PyTorch runs the same model with the same batches, accumulation,
+optimizer and per-epoch validation (torch.nn layers, torch's default initialisation).
+
+Printed per model: the median seconds per epoch of each (first --warmup epochs left out), the test
+accuracy after --epochs epochs (pyggml_opt and PyTorch; mnist-train is stopped early, so time only),
+the achieved GFLOP/s (the model's multiply-adds of one epoch: forward and backward of the training
+samples, forward of the validation samples, counted per layer), and the ratios
+    PyTorch time / pyggml_opt time     (>= 1: pyggml_opt is at least as fast; issue 5 asks for >= 1.0)
+    C++ time / pyggml_opt time         (>= 1: the Python layer costs nothing)
+The machine's peak is printed next to them: the FMA peak (cores x 32 FLOP/cycle x clock, for AVX2 with
+two FMA units) and a measured one (PyTorch's sgemm on 2048 x 2048 matrices).
+
+    pip install torch==2.13.0            # optional benchmark dependency (the CPU build on these machines)
+    python benchmarks/compare_torch.py                   # both models, 4 epochs each, ~5 min idle
+    python benchmarks/compare_torch.py --models fc --epochs 30 --json fc30.json   # accuracy too
+
+Needs Debian's dataset-fashion-mnist (or --data) and, for the C++ column, ggml's tools built with
+``pip install . -C cmake.define.PYGGML_OPT_BUILD_TESTS=ON`` (or --build-dir; --no-cpp leaves it out).
+Measure on a quiet machine: ggml's CPU threads spin while they wait (see benchmarks/README.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import pyggml_opt as pgo
+from pyggml_opt import data
+
+from bench_fit import cpp_threads, find_tool, python_cpu_lib, run_cpp
+
+BATCH, PHYSICAL, VAL_SPLIT, LR = 1000, 500, 0.05, 1e-3
+ARCH = {"fc": "mnist-fc", "cnn": "mnist-cnn"}
+
+
+def epoch_gflop(model: str, n_train: int, n_val: int) -> float:
+    """Multiply-adds (x2) of one epoch: forward + weight gradients + needed input gradients of every
+    GEMM-like layer for the training samples, forward for the validation samples."""
+    if model == "fc":
+        layers = [(784, 500, False), (500, 10, True)]   # (K, N, input gradient needed) per sample
+        fwd = sum(2 * k * n for k, n, _ in layers)
+        bwd = sum(2 * k * n * (2 if needs_dx else 1) for k, n, needs_dx in layers)
+    else:
+        # conv as im2col GEMM: output pixels x out channels x (in channels * 9)
+        layers = [(28 * 28, 8, 1 * 9, False), (14 * 14, 16, 8 * 9, True), (1, 10, 7 * 7 * 16, True)]
+        fwd = sum(2 * p * n * k for p, n, k, _ in layers)
+        bwd = sum(2 * p * n * k * (2 if needs_dx else 1) for p, n, k, needs_dx in layers)
+    return (n_train * (fwd + bwd) + n_val * fwd) / 1e9
+
+
+def fma_peak_gflops(n_threads: int) -> float | None:
+    """cores x 32 FLOP/cycle (two 8-wide FMA units, AVX2) x the clock from /proc/cpuinfo."""
+    try:
+        mhz = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines()
+               if line.startswith("cpu MHz")]
+    except (OSError, ValueError, IndexError):
+        return None
+    return n_threads * 32 * max(mhz) / 1e3 if mhz else None
+
+
+def torch_sgemm_gflops(torch, n: int = 2048, reps: int = 10) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best / 1e9
+
+
+def run_pgo(model: str, train, test, epochs: int, n_threads: int) -> tuple[list[float], float]:
+    net = pgo.models.mnist_fc() if model == "fc" else pgo.models.mnist_cnn()
+    h = net.fit(*train, epochs=epochs, batch_size=BATCH, physical_batch_size=PHYSICAL,
+                validation_split=VAL_SPLIT, optimizer=pgo.AdamW(lr=LR), seed=0, n_threads=n_threads,
+                verbose=0)
+    _, acc = net.evaluate(*test, n_threads=n_threads)
+    net.close()
+    return list(h["time"]), acc
+
+
+def torch_model(torch, model: str):
+    nn = torch.nn
+    if model == "fc":
+        return nn.Sequential(nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 10))
+    return nn.Sequential(nn.Unflatten(1, (1, 28, 28)),
+                         nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(7 * 7 * 16, 10))
+
+
+def run_torch(torch, model: str, train, test, epochs: int, n_threads: int) -> tuple[list[float], float]:
+    """ggml-opt's fit, written in PyTorch: shuffle the first 95 % each epoch, logical batches of 1000 as
+    two accumulated physical batches of 500, then evaluate the last 5 %."""
+    torch.manual_seed(0)
+    torch.set_num_threads(n_threads)
+    x, y = torch.from_numpy(train[0]), torch.from_numpy(train[1].astype(np.int64))
+    n_train = int(len(x) * (1 - VAL_SPLIT)) // BATCH * BATCH
+    net = torch_model(torch, model)
+    opt = torch.optim.AdamW(net.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    gen = torch.Generator().manual_seed(0)
+    times = []
+    for _ in range(epochs):
+        t0 = time.perf_counter()
+        net.train()
+        perm = torch.randperm(n_train, generator=gen)
+        for b in range(0, n_train, BATCH):
+            opt.zero_grad(set_to_none=False)
+            for p in range(b, b + BATCH, PHYSICAL):
+                idx = perm[p:p + PHYSICAL]
+                (loss_fn(net(x[idx]), y[idx]) * (PHYSICAL / BATCH)).backward()
+            opt.step()
+        evaluate_torch(torch, net, x[n_train:], y[n_train:])
+        times.append(time.perf_counter() - t0)
+    xt, yt = torch.from_numpy(test[0]), torch.from_numpy(test[1].astype(np.int64))
+    return times, evaluate_torch(torch, net, xt, yt)
+
+
+def evaluate_torch(torch, net, x, y) -> float:
+    net.eval()
+    correct = 0
+    with torch.no_grad():
+        for b in range(0, len(x), PHYSICAL):
+            correct += int((net(x[b:b + PHYSICAL]).argmax(1) == y[b:b + PHYSICAL]).sum())
+    return correct / len(x)
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="fc,cnn", help="comma-separated: fc, cnn (default both)")
+    ap.add_argument("--epochs", type=int, default=4, help="epochs per run (default 4)")
+    ap.add_argument("--warmup", type=int, default=1, help="epochs of each run left out of the timing")
+    ap.add_argument("--threads", type=int, default=None, help="threads for all three (default: mnist-train's "
+                    "own choice, min(cores, (cores + 4) / 2))")
+    ap.add_argument("--data", default=None, help="Fashion-MNIST IDX folder (default: Debian's)")
+    ap.add_argument("--build-dir", default=None, help="folder holding bin/mnist-train")
+    ap.add_argument("--no-cpp", action="store_true", help="leave out ggml's C++ mnist-train")
+    ap.add_argument("--no-torch", action="store_true", help="leave out PyTorch")
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args(argv)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not models or any(m not in ARCH for m in models):
+        ap.error(f"--models takes a comma-separated subset of {sorted(ARCH)}")
+    if args.epochs <= args.warmup:
+        ap.error("--epochs must be larger than --warmup")
+
+    torch = None
+    if not args.no_torch:
+        try:
+            import torch
+        except ImportError:
+            sys.exit("PyTorch is not installed: `pip install torch==2.13.0`, or pass --no-torch")
+    n_threads = args.threads or cpp_threads()
+    if not args.no_cpp and n_threads != cpp_threads():
+        print(f"note: mnist-train picks its own thread count ({cpp_threads()}), not --threads {n_threads}")
+    tool = None if args.no_cpp else find_tool(args.build_dir)
+    idx = data.raw_idx_dir(args.data)
+    train, test = data.load_fashion_mnist(args.data, flatten=True)
+    n_val = len(train[0]) - int(len(train[0]) * (1 - VAL_SPLIT))
+    n_train = len(train[0]) - n_val
+
+    load_before = os.getloadavg()
+    print(f"{os.cpu_count()} cores, {n_threads} threads; load average {load_before[0]:.2f}; "
+          f"pyggml_opt CPU library {python_cpu_lib()}" + (f"; torch {torch.__version__}" if torch else ""))
+    peak = fma_peak_gflops(n_threads)
+    sgemm = torch_sgemm_gflops(torch) if torch else None
+    print("peak: " + (f"FMA {peak:.0f} GFLOP/s" if peak else "FMA ?")
+          + (f", PyTorch sgemm 2048^3 {sgemm:.0f} GFLOP/s" if sgemm else "") + "\n")
+
+    results = {"threads": n_threads, "epochs": args.epochs, "warmup": args.warmup, "fma_peak_gflops": peak,
+               "torch_sgemm_gflops": sgemm, "load_before": load_before, "command": " ".join(sys.argv), "models": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in models:
+            gflop = epoch_gflop(model, n_train, n_val)
+            runs = {"pyggml_opt": lambda: run_pgo(model, train, test, args.epochs, n_threads)}
+            if tool is not None:
+                runs["C++"] = lambda: (run_cpp(tool, idx, args.epochs, Path(tmp), ARCH[model])[0], None)
+            if torch is not None:
+                runs["PyTorch"] = lambda: run_torch(torch, model, train, test, args.epochs, n_threads)
+            res = {}
+            for name, fn in runs.items():
+                times, acc = fn()
+                med = statistics.median(times[args.warmup:])
+                res[name] = {"epoch_s": times, "median_s": med, "test_accuracy": acc, "gflops": gflop / med}
+                print(f"{model:3} {name:10} s/epoch " + " ".join(f"{t:.3f}" for t in times)
+                      + f" | median {med:.3f} | {gflop / med:5.1f} GFLOP/s"
+                      + (f" = {100 * gflop / med / peak:4.1f} % of FMA peak" if peak else "")
+                      + (f" | test accuracy {100 * acc:.2f} %" if acc is not None else ""), flush=True)
+            base = res["pyggml_opt"]["median_s"]
+            for name in res:
+                if name != "pyggml_opt":
+                    res[name]["ratio_vs_pyggml_opt"] = res[name]["median_s"] / base
+                    print(f"{model:3} ratio {name} time / pyggml_opt time: {res[name]['median_s'] / base:.2f}")
+            print(f"{model:3} ({gflop:.1f} GFLOP per epoch)\n")
+            results["models"][model] = {"gflop_per_epoch": gflop, **res}
+    load_after = os.getloadavg()
+    results["load_after"] = load_after
+    print(f"load average after: {load_after[0]:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    main()

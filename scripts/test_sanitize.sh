@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Run the test suite against an AddressSanitizer + UndefinedBehaviorSanitizer build (issue 4).
+#
+# What it does:
+#   1. builds ggml, the cffi extension and the C-level tests with -fsanitize=address,undefined
+#      (CMake option PYGGML_OPT_SANITIZE=ON) into build/asan, for this machine's CPU only
+#      (GGML_NATIVE=ON, one CPU backend instead of the 15 variants: the SIMD paths that run here are
+#      the ones checked, and the build takes a few minutes instead of ~15);
+#   2. installs it into its own virtual environment, build/asan-venv (it sees the system's numpy,
+#      cffi, pytest and hypothesis), so the normal install is left alone;
+#   3. runs pytest with libasan preloaded into the Python interpreter (an ASan library must be the
+#      first one loaded; python itself is not built with it), so every child process the tests start
+#      (fuzz workers, ctest, ggml's test programs) runs sanitized too.
+#
+# Any ASan report (heap overflow, use after free, double free, ...) or UBSan report aborts the
+# process that hit it (halt_on_error=1), so it shows up as a failed test, and the report is on stderr
+# (pytest prints it). Leak checking is off: CPython and numpy keep allocations alive until exit by
+# design; the lifetime tests measure leaks of our own handles instead (tests/test_lifetimes.py).
+#
+# Usage: bash scripts/test_sanitize.sh [pytest arguments]     e.g. -x, -k lifetimes
+#   PYGGML_OPT_SLOW=1 includes the tests marked slow. Takes ~5 min to build and several times the
+#   normal suite's run time (ASan's checks, and ggml's grad checks under it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo="$PWD"
+venv="$repo/build/asan-venv"
+build="$repo/build/asan"
+
+libasan="$(${CC:-gcc} -print-file-name=libasan.so)"
+if [ ! -e "$libasan" ]; then
+    echo "libasan.so not found (gcc -print-file-name=libasan.so gave '$libasan'); install gcc's libasan" >&2
+    exit 1
+fi
+
+[ -x "$venv/bin/python" ] || python3 -m venv --system-site-packages "$venv"
+"$venv/bin/python" -m pip install --no-build-isolation -v . \
+    -C build-dir="$build" \
+    -C cmake.build-type=RelWithDebInfo \
+    -C cmake.define.PYGGML_OPT_SANITIZE=ON \
+    -C cmake.define.PYGGML_OPT_BUILD_TESTS=ON \
+    -C cmake.define.GGML_NATIVE=ON \
+    -C cmake.define.GGML_CPU_ALL_VARIANTS=OFF 2>&1 | tail -n 3
+
+export PYGGML_OPT_BUILD_DIR="$build"
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:symbolize=1:detect_stack_use_after_return=0"
+export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
+marker=(-m "not slow")
+if [ "${PYGGML_OPT_SLOW:-0}" = "1" ]; then marker=(); fi
+cd tests
+LD_PRELOAD="$libasan" "$venv/bin/python" -m pytest -q -rs --durations=15 "${marker[@]}" "$@"
