@@ -1,5 +1,6 @@
-"""CPU kernels of the training hot path against numpy: OUT_PROD (weight gradients of mul_mat) and
-MUL_MAT, f32, for odd shapes.
+"""CPU kernels of the training hot path against numpy: OUT_PROD (weight gradients of mul_mat),
+MUL_MAT, and the convolution-network ops POOL_2D(_BACK), IM2COL(_BACK), REPEAT_BACK, f32, for odd
+shapes.
 
 vendor/patches may replace these kernels with blocked ones (register tiles of 6 x 16 on AVX2, k in
 blocks of 256; llamafile's sgemm for MUL_MAT when GGML_LLAMAFILE is on), so the shapes here are
@@ -50,15 +51,18 @@ class _Graph:
         self.leaves.append((t, np.ascontiguousarray(value, dtype=np.float32)))
         return t
 
-    def compute(self, out):
+    def compute(self, *outs):
+        """Compute the graph of ``outs`` (once per _Graph); their values, one array per output."""
         self.buf = Buffer(self.ctx_in, self.backend)
         for t, v in self.leaves:
             tensor_data.set(t, v)
         graph = lib.ggml_new_graph_custom(self.ctx.ptr, 64, False)
-        lib.ggml_build_forward_expand(graph, out)
+        for out in outs:
+            lib.ggml_build_forward_expand(graph, out)
         sched = Scheduler([self.backend])
         sched.compute(graph)
-        return tensor_data.get(out, ndim=4)
+        got = [tensor_data.get(out, ndim=4) for out in outs]
+        return got[0] if len(outs) == 1 else got
 
 
 def _rng(*key):
@@ -176,3 +180,129 @@ def test_mul_mat_noncontiguous_src1(m, n, k, n_threads):
     got = g.compute(out)[0, 0]
     a64, b64 = a.astype(np.float64), big_b[:, 1:1 + k].astype(np.float64)
     _check(got, b64 @ a64.T, np.abs(b64) @ np.abs(a64).T, k)
+
+
+# --- the convolution-network ops that vendor/patches/0004 spreads over threads -----------------------
+# Each is a copy, a max or a sum of at most a few dozen terms: copies and maxima must match exactly,
+# sums within _check's bound for their number of terms. Shapes: one plane (fewer planes than threads),
+# odd sizes, windows that do not tile the input, stride 2 and padding.
+
+IMG_SHAPES = [(1, 1, 5, 7), (2, 3, 9, 8), (5, 8, 14, 14)]          # numpy (N, C, H, W)
+POOL_CASES = [(2, 2, 0), (3, 2, 1), (3, 1, 0)]                       # (kernel, stride, padding)
+CONV_CASES = [(3, 1, 1), (3, 1, 0), (3, 2, 1), (2, 3, 0)]            # (kernel, stride, padding)
+
+
+def _pool_ref(x: np.ndarray, kind: str, k: int, s: int, p: int):
+    """ggml's pool_2d: windows start at -p; cells outside the input are skipped (max) or count as 0
+    (avg, divided by k*k). Returns the output and, for max, the argmax flat index into (H, W) per cell."""
+    n, c, h, w = x.shape
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    out = np.zeros((n, c, oh, ow), np.float64)
+    arg = np.full((n, c, oh, ow), -1, np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            ys = [y for y in range(i * s - p, i * s - p + k) if 0 <= y < h]
+            xs = [v for v in range(j * s - p, j * s - p + k) if 0 <= v < w]
+            win = x[:, :, ys][:, :, :, xs].astype(np.float64).reshape(n, c, -1)
+            if kind == "max":
+                a = win.argmax(-1)
+                out[:, :, i, j] = win.max(-1)
+                arg[:, :, i, j] = np.array(ys)[a // len(xs)] * w + np.array(xs)[a % len(xs)]
+            else:
+                out[:, :, i, j] = win.sum(-1) / (k * k)
+    return out, arg
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("k,s,p", POOL_CASES)
+@pytest.mark.parametrize("shape", IMG_SHAPES)
+def test_pool_2d_and_back(shape, k, s, p, kind, n_threads):
+    rng = _rng("pool", shape, k, s, p, kind)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)   # continuous values: no ties for max
+    ref, arg = _pool_ref(x, kind, k, s, p)
+    grad = rng.uniform(-1, 1, ref.shape).astype(np.float32)
+    op = lib.GGML_OP_POOL_MAX if kind == "max" else lib.GGML_OP_POOL_AVG
+    g = _Graph(n_threads)
+    tx, tg = g.leaf(x), g.leaf(grad)
+    fwd = lib.ggml_pool_2d(g.ctx.ptr, tx, op, k, k, s, s, float(p), float(p))
+    back = lib.ggml_pool_2d_back(g.ctx.ptr, tg, tx, op, k, k, s, s, float(p), float(p))
+    got_fwd, got_back = g.compute(fwd, back)
+    if kind == "max":
+        np.testing.assert_array_equal(got_fwd, ref.astype(np.float32))
+    else:
+        _check(got_fwd, ref, np.abs(x).max() * np.ones_like(ref), k * k)
+    n, c, h, w = shape
+    ref_back = np.zeros((n, c, h * w), np.float64)
+    if kind == "max":
+        for (i_n, i_c, i, j), a in np.ndenumerate(arg):
+            ref_back[i_n, i_c, a] += grad[i_n, i_c, i, j]
+    else:
+        for i in range(ref.shape[2]):
+            for j in range(ref.shape[3]):
+                for y in range(i * s - p, i * s - p + k):
+                    for v in range(j * s - p, j * s - p + k):
+                        if 0 <= y < h and 0 <= v < w:
+                            ref_back[:, :, y * w + v] += grad[:, :, i, j] / (k * k)
+    ref_back = ref_back.reshape(shape)
+    _check(got_back, ref_back, np.ones_like(ref_back) * np.abs(grad).max(), k * k)
+
+
+def _im2col_ref(x: np.ndarray, k: int, s: int, p: int) -> np.ndarray:
+    """numpy (N, OH, OW, C*k*k), zeros where the window leaves the input (ggml's im2col layout)."""
+    n, c, h, w = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    cols = np.empty((n, oh, ow, c, k, k), x.dtype)
+    for ky in range(k):
+        for kx in range(k):
+            cols[:, :, :, :, ky, kx] = xp[:, :, ky:ky + s * oh:s, kx:kx + s * ow:s].transpose(0, 2, 3, 1)
+    return cols.reshape(n, oh, ow, c * k * k)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("k,s,p", CONV_CASES)
+@pytest.mark.parametrize("shape", IMG_SHAPES)
+def test_im2col_and_back(shape, k, s, p, n_threads):
+    n, c, h, w = shape
+    rng = _rng("im2col", shape, k, s, p)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    ref = _im2col_ref(x, k, s, p)
+    grad = rng.uniform(-1, 1, ref.shape).astype(np.float32)
+    g = _Graph(n_threads)
+    tx, tg = g.leaf(x), g.leaf(grad)
+    kernel = g.leaf(np.zeros((4, c, k, k), np.float32))      # only its shape matters
+    fwd = lib.ggml_im2col(g.ctx.ptr, kernel, tx, s, s, p, p, 1, 1, True, lib.GGML_TYPE_F32)
+    ne = ffi.new("int64_t[4]", tensor_data.ne_of(shape))
+    back = lib.ggml_im2col_back(g.ctx.ptr, tg, kernel, ne, s, s, p, p, 1, 1, True)
+    got_fwd, got_back = g.compute(fwd, back)
+    np.testing.assert_array_equal(got_fwd, ref)
+    # im2col_back is the adjoint of im2col: every column entry adds back to the pixel it came from
+    idx = _im2col_ref(np.arange(x.size, dtype=np.float64).reshape(shape) + 1, k, s, p).astype(np.int64) - 1
+    ref_back = np.zeros(x.size, np.float64)
+    valid = idx >= 0
+    np.add.at(ref_back, idx[valid], grad[valid].astype(np.float64))
+    absref = np.zeros(x.size, np.float64)
+    np.add.at(absref, idx[valid], np.abs(grad[valid]).astype(np.float64))
+    _check(got_back, ref_back.reshape(shape), absref.reshape(shape), k * k)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((5, 8, 14, 14), (1, 8, 1, 1)),      # a conv bias gradient: one value per channel (ne0 == 1)
+    ((3, 2, 7, 1), (1, 2, 7, 1)),        # ne0 == 1 with rows to sum over the batch
+    ((2, 3, 4, 10), (1, 3, 1, 10)),      # rows (ne0 > 1) summed over dims 1 and 3
+    ((4, 6), (1, 6)),                    # a dense bias gradient
+    ((2, 5), (2, 5)),                    # nothing to sum
+])
+def test_repeat_back(a_shape, b_shape, n_threads):
+    rng = _rng("repeat_back", a_shape, b_shape)
+    a = rng.uniform(-1, 1, a_shape).astype(np.float32)
+    g = _Graph(n_threads)
+    ta, tb = g.leaf(a), g.leaf(np.zeros(b_shape, np.float32))
+    got = g.compute(lib.ggml_repeat_back(g.ctx.ptr, ta, tb))
+    axes = tuple(i for i, (x, y) in enumerate(zip(a_shape, b_shape)) if x != y)
+    ref = a.astype(np.float64).sum(axis=axes, keepdims=True)
+    absref = np.abs(a.astype(np.float64)).sum(axis=axes, keepdims=True)
+    terms = int(np.prod(a_shape) // np.prod(b_shape))
+    _check(got.reshape(ref.shape), ref, absref, terms)
