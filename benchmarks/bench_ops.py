@@ -1,0 +1,88 @@
+"""Kernel-level speed of the two GEMMs of a dense layer's training step, one op at a time.
+
+The fc1 layer of ggml's mnist-fc (784 -> 500) with a physical batch of 500:
+  mul_mat   500 x 500 x 784   the forward pass (W1 x images), K = 784
+  out_prod  784 x 500 x 500   the weight gradient (images x output gradient), K = the batch
+Each op is built with the raw binding, computed once to warm up, then --reps times through the
+scheduler; prints the median and best time and GFLOP/s (2 M N K / time).
+
+    python benchmarks/bench_ops.py                    # 1 and 2 threads, both ops
+    python benchmarks/bench_ops.py --threads 1 --ops out_prod --reps 100
+    python benchmarks/bench_ops.py --lib-dir /tmp/build/bin   # time another build's libggml
+
+--lib-dir re-runs the script with LD_LIBRARY_PATH set to that folder: a libggml built with
+GGML_BACKEND_DL=OFF carries its CPU backend inside and registers it first, so the "cpu" backend is
+that build's (the script prints which libggml files the process mapped).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+
+import numpy as np
+
+SHAPES = {"mul_mat": (500, 500, 784), "out_prod": (784, 500, 500)}   # (M, N, K): dst M x N
+
+
+def time_op(op: str, n_threads: int, reps: int) -> list[float]:
+    from pyggml_opt._lib import lib
+    from pyggml_opt.core import Backend, Buffer, Context, Scheduler, tensor_data
+
+    m, n, k = SHAPES[op]
+    rng = np.random.default_rng(0)
+    if op == "mul_mat":       # dst[n, m] = sum_k a[m, k] b[n, k]  (numpy order)
+        a, b = rng.random((m, k), np.float32), rng.random((n, k), np.float32)
+        build = lib.ggml_mul_mat
+    else:                     # dst[n, m] = sum_k a[k, m] b[k, n]
+        a, b = rng.random((k, m), np.float32), rng.random((k, n), np.float32)
+        build = lib.ggml_out_prod
+    backend = Backend("cpu", n_threads)
+    ctx_in, ctx = Context(4), Context(8, graph_size=8)
+    ta = lib.ggml_new_tensor_4d(ctx_in.ptr, lib.GGML_TYPE_F32, *tensor_data.ne_of(a.shape))
+    tb = lib.ggml_new_tensor_4d(ctx_in.ptr, lib.GGML_TYPE_F32, *tensor_data.ne_of(b.shape))
+    out = build(ctx.ptr, ta, tb)
+    buf = Buffer(ctx_in, backend)
+    tensor_data.set(ta, a)
+    tensor_data.set(tb, b)
+    graph = lib.ggml_new_graph_custom(ctx.ptr, 8, False)
+    lib.ggml_build_forward_expand(graph, out)
+    sched = Scheduler([backend])
+    sched.compute(graph)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        lib.ggml_backend_sched_graph_compute(sched.ptr, graph)
+        times.append(time.perf_counter() - t0)
+    del buf
+    return times
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ops", default="mul_mat,out_prod")
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--lib-dir", default=None, help="time the libggml in this folder instead")
+    args = ap.parse_args(argv)
+    if args.lib_dir and os.environ.get("LD_LIBRARY_PATH") != args.lib_dir:
+        env = dict(os.environ, LD_LIBRARY_PATH=args.lib_dir)
+        os.execve(sys.executable, [sys.executable, __file__, *(argv or sys.argv[1:])], env)
+
+    import pyggml_opt  # noqa: F401  (loads the libraries)
+    maps = open("/proc/self/maps").read() if os.path.exists("/proc/self/maps") else ""
+    print("libraries:", ", ".join(sorted(set(re.findall(r"\S+/libggml[\w.-]*\.so", maps)))) or "?")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    for op in args.ops.split(","):
+        m, n, k = SHAPES[op]
+        for nt in (int(t) for t in args.threads.split(",")):
+            ts = time_op(op, nt, args.reps)
+            med, best = float(np.median(ts)), min(ts)
+            print(f"{op:8} {m}x{n}x{k} {nt} thread(s): median {med * 1e3:6.2f} ms ({2 * m * n * k / med / 1e9:5.1f} "
+                  f"GFLOP/s), best {best * 1e3:6.2f} ms ({2 * m * n * k / best / 1e9:5.1f} GFLOP/s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
