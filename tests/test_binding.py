@@ -64,6 +64,22 @@ def test_tensor_roundtrip_through_cpu_backend():
     ctx.close()
 
 
+def test_host_view_writes_into_a_cpu_tensor_and_refuses_what_it_cannot_view():
+    from pyggml_opt.core import Backend, Buffer, Context
+    from pyggml_opt.core import tensor_data
+    ctx = Context(2)
+    t = lib.ggml_new_tensor_2d(ctx.ptr, lib.GGML_TYPE_F32, 3, 2)
+    assert tensor_data.host_view(t, (2, 3)) is None          # not allocated yet
+    buf = Buffer(ctx, Backend("cpu", 1))
+    view = tensor_data.host_view(t, (2, 3))
+    view[...] = [[1, 2, 3], [4, 5, 6]]
+    np.testing.assert_array_equal(tensor_data.get(t), [[1, 2, 3], [4, 5, 6]])
+    with pytest.raises(ValueError, match="does not cover"):
+        tensor_data.host_view(t, (3, 3))
+    buf.close()
+    ctx.close()
+
+
 def test_import_works_from_another_directory(tmp_path):
     out = subprocess.run([sys.executable, "-c", "import pyggml_opt, sys; print(pyggml_opt.devices()[0].name)"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -624,11 +624,9 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
             for ib in range(n_phys):
                 idx = perm[np.arange(ib * physical, (ib + 1) * physical) % n_train]
                 opt_ctx.alloc(backward=True)
-                np.take(dataset.data, idx, axis=0, out=xbuf)
-                tensor_data.set(graph.inputs, xbuf)
+                _gather(dataset.data, idx, graph.inputs, xbuf)
                 if ybuf is not None:
-                    np.take(dataset.labels, idx, axis=0, out=ybuf)
-                    tensor_data.set(labels_t, ybuf)
+                    _gather(dataset.labels, idx, labels_t, ybuf)
                 opt_ctx.eval(result)
                 if callbacks or verbose == 1:
                     logs = _result_logs(result)
@@ -666,6 +664,17 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
         for cb in callbacks:
             cb.on_train_end(model)
     return history
+
+
+def _gather(src: np.ndarray, idx: np.ndarray, t, buf: np.ndarray) -> None:
+    """Rows ``idx`` of ``src`` into tensor ``t``: straight into its memory when that is host memory
+    (as ggml-opt's own ggml_opt_dataset_get_batch does), else through ``buf``."""
+    view = tensor_data.host_view(t, buf.shape)
+    if view is not None:
+        np.take(src, idx, axis=0, out=view, mode="clip")  # "raise" would gather into a temporary first
+    else:
+        np.take(src, idx, axis=0, out=buf, mode="clip")
+        tensor_data.set(t, buf)
 
 
 def _result_logs(result: Result) -> dict:

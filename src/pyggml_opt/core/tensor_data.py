@@ -60,3 +60,21 @@ def set(t, value: np.ndarray, offset_bytes: int = 0) -> None:  # noqa: A001 - mi
         raise ValueError(f"{arr.nbytes} bytes at offset {offset_bytes} do not fit a tensor of "
                          f"{lib.ggml_nbytes(t)} bytes (shape {shape_of(t)})")
     lib.ggml_backend_tensor_set(t, ffi.from_buffer(arr), offset_bytes, arr.nbytes)
+
+
+def host_view(t, shape: tuple[int, ...]) -> np.ndarray | None:
+    """A writable numpy view of tensor ``t``'s memory when it lives in host memory (CPU buffers),
+    shaped ``shape``; None where it does not (a GPU buffer, or not allocated yet).
+
+    Valid until ``t`` is allocated again or its buffer freed: take it after each allocation, write
+    through it at once (fit gathers a batch straight into the input tensor this way, one copy
+    instead of two)."""
+    if t.buffer == ffi.NULL or t.data == ffi.NULL or not lib.ggml_backend_buffer_is_host(t.buffer):
+        return None
+    if not lib.ggml_is_contiguous(t):
+        return None
+    dtype = np.dtype(np_dtype(t))
+    nbytes = int(lib.ggml_nbytes(t))
+    if int(np.prod(shape)) * dtype.itemsize != nbytes:
+        raise ValueError(f"shape {shape} does not cover the {nbytes} bytes of a tensor of shape {shape_of(t)}")
+    return np.frombuffer(ffi.buffer(t.data, nbytes), dtype=dtype).reshape(shape)
