@@ -7,6 +7,10 @@ validation evaluated every epoch, AdamW (lr 1e-3, betas 0.9 / 0.999, eps 1e-8, n
 same number of threads everywhere. PyTorch runs the same model with the same batches, accumulation,
 optimizer and per-epoch validation (torch.nn layers, torch's default initialisation).
 
+PyTorch's epochs are interleaved with pyggml_opt's (one PyTorch epoch in fit's epoch-end callback,
+outside fit's epoch timing), so that the shared machine's slow drifts in speed hit both alike; the C++
+trainer runs as a separate process after them.
+
 Printed per model: the median seconds per epoch of each (first --warmup epochs left out), the test
 accuracy after --epochs epochs (pyggml_opt and PyTorch; mnist-train is stopped early, so time only),
 the achieved GFLOP/s (the model's multiply-adds of one epoch: forward and backward of the training
@@ -82,11 +86,14 @@ def torch_sgemm_gflops(torch, n: int = 2048, reps: int = 10) -> float:
     return 2 * n ** 3 / best / 1e9
 
 
-def run_pgo(model: str, train, test, epochs: int, n_threads: int) -> tuple[list[float], float]:
+def run_pgo(model: str, train, test, epochs: int, n_threads: int,
+            after_epoch=None) -> tuple[list[float], float]:
+    """pyggml_opt's fit; ``after_epoch()`` runs after each epoch, outside the epoch's timing."""
     net = pgo.models.mnist_fc() if model == "fc" else pgo.models.mnist_cnn()
+    callbacks = [pgo.LambdaCallback(on_epoch_end=lambda *_: after_epoch())] if after_epoch else []
     h = net.fit(*train, epochs=epochs, batch_size=BATCH, physical_batch_size=PHYSICAL,
                 validation_split=VAL_SPLIT, optimizer=pgo.AdamW(lr=LR), seed=0, n_threads=n_threads,
-                verbose=0)
+                verbose=0, callbacks=callbacks)
     _, acc = net.evaluate(*test, n_threads=n_threads)
     net.close()
     return list(h["time"]), acc
@@ -102,41 +109,45 @@ def torch_model(torch, model: str):
                          nn.Flatten(), nn.Linear(7 * 7 * 16, 10))
 
 
-def run_torch(torch, model: str, train, test, epochs: int, n_threads: int) -> tuple[list[float], float]:
+class TorchTrainer:
     """ggml-opt's fit, written in PyTorch: shuffle the first 95 % each epoch, logical batches of 1000 as
     two accumulated physical batches of 500, then evaluate the last 5 %."""
-    torch.manual_seed(0)
-    torch.set_num_threads(n_threads)
-    x, y = torch.from_numpy(train[0]), torch.from_numpy(train[1].astype(np.int64))
-    n_train = int(len(x) * (1 - VAL_SPLIT)) // BATCH * BATCH
-    net = torch_model(torch, model)
-    opt = torch.optim.AdamW(net.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    gen = torch.Generator().manual_seed(0)
-    times = []
-    for _ in range(epochs):
+
+    def __init__(self, torch, model: str, train, n_threads: int):
+        self.torch = torch
+        torch.manual_seed(0)
+        torch.set_num_threads(n_threads)
+        self.x, self.y = torch.from_numpy(train[0]), torch.from_numpy(train[1].astype(np.int64))
+        self.n_train = int(len(self.x) * (1 - VAL_SPLIT)) // BATCH * BATCH
+        self.net = torch_model(torch, model)
+        self.opt = torch.optim.AdamW(self.net.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.gen = torch.Generator().manual_seed(0)
+        self.times: list[float] = []
+
+    def epoch(self) -> None:
         t0 = time.perf_counter()
-        net.train()
-        perm = torch.randperm(n_train, generator=gen)
-        for b in range(0, n_train, BATCH):
-            opt.zero_grad(set_to_none=False)
+        self.net.train()
+        perm = self.torch.randperm(self.n_train, generator=self.gen)
+        for b in range(0, self.n_train, BATCH):
+            self.opt.zero_grad(set_to_none=False)
             for p in range(b, b + BATCH, PHYSICAL):
                 idx = perm[p:p + PHYSICAL]
-                (loss_fn(net(x[idx]), y[idx]) * (PHYSICAL / BATCH)).backward()
-            opt.step()
-        evaluate_torch(torch, net, x[n_train:], y[n_train:])
-        times.append(time.perf_counter() - t0)
-    xt, yt = torch.from_numpy(test[0]), torch.from_numpy(test[1].astype(np.int64))
-    return times, evaluate_torch(torch, net, xt, yt)
+                (self.loss_fn(self.net(self.x[idx]), self.y[idx]) * (PHYSICAL / BATCH)).backward()
+            self.opt.step()
+        self.evaluate(self.x[self.n_train:], self.y[self.n_train:])
+        self.times.append(time.perf_counter() - t0)
 
+    def evaluate(self, x, y) -> float:
+        self.net.eval()
+        correct = 0
+        with self.torch.no_grad():
+            for b in range(0, len(x), PHYSICAL):
+                correct += int((self.net(x[b:b + PHYSICAL]).argmax(1) == y[b:b + PHYSICAL]).sum())
+        return correct / len(x)
 
-def evaluate_torch(torch, net, x, y) -> float:
-    net.eval()
-    correct = 0
-    with torch.no_grad():
-        for b in range(0, len(x), PHYSICAL):
-            correct += int((net(x[b:b + PHYSICAL]).argmax(1) == y[b:b + PHYSICAL]).sum())
-    return correct / len(x)
+    def test_accuracy(self, test) -> float:
+        return self.evaluate(self.torch.from_numpy(test[0]), self.torch.from_numpy(test[1].astype(np.int64)))
 
 
 def main(argv=None) -> dict:
@@ -186,20 +197,28 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
             gflop = epoch_gflop(model, n_train, n_val)
-            runs = {"pyggml_opt": lambda: run_pgo(model, train, test, args.epochs, n_threads)}
+            # PyTorch trains one epoch after each pyggml_opt epoch (in fit's epoch-end callback, outside
+            # fit's epoch timing), so slow drifts of the shared machine's speed hit both alike.
+            trainer = TorchTrainer(torch, model, train, n_threads) if torch is not None else None
+            runs = {"pyggml_opt": run_pgo(model, train, test, args.epochs, n_threads,
+                                          trainer.epoch if trainer else None)}
+            if trainer is not None:
+                runs["PyTorch"] = (trainer.times, trainer.test_accuracy(test))
             if tool is not None:
-                runs["C++"] = lambda: (run_cpp(tool, idx, args.epochs, Path(tmp), ARCH[model])[0], None)
-            if torch is not None:
-                runs["PyTorch"] = lambda: run_torch(torch, model, train, test, args.epochs, n_threads)
+                runs["C++"] = (run_cpp(tool, idx, args.epochs, Path(tmp), ARCH[model])[0], None)
             res = {}
-            for name, fn in runs.items():
-                times, acc = fn()
+            for name, (times, acc) in runs.items():
                 med = statistics.median(times[args.warmup:])
                 res[name] = {"epoch_s": times, "median_s": med, "test_accuracy": acc, "gflops": gflop / med}
                 print(f"{model:3} {name:10} s/epoch " + " ".join(f"{t:.3f}" for t in times)
                       + f" | median {med:.3f} | {gflop / med:5.1f} GFLOP/s"
                       + (f" = {100 * gflop / med / peak:4.1f} % of FMA peak" if peak else "")
                       + (f" | test accuracy {100 * acc:.2f} %" if acc is not None else ""), flush=True)
+            if trainer is not None:
+                pairs = [t / p for p, t in zip(runs["pyggml_opt"][0][args.warmup:], trainer.times[args.warmup:])]
+                res["PyTorch"]["paired_ratio_median"] = statistics.median(pairs)
+                print(f"{model:3} PyTorch / pyggml_opt time, epoch by epoch: median {statistics.median(pairs):.2f} "
+                      f"(range {min(pairs):.2f}-{max(pairs):.2f})")
             base = res["pyggml_opt"]["median_s"]
             for name in res:
                 if name != "pyggml_opt":
