@@ -4,7 +4,8 @@
 # What it does:
 #   1. builds ggml, the cffi extension and the C-level tests with -fsanitize=address,undefined
 #      (CMake option PYGGML_OPT_SANITIZE=ON) into build/asan, for this machine's CPU only
-#      (GGML_NATIVE=ON, one CPU backend instead of the 15 variants: the SIMD paths that run here are
+#      (GGML_NATIVE=ON, one CPU backend linked into libggml instead of the 15 dynamically loaded
+#      variants, which GGML_NATIVE cannot be combined with: the SIMD paths that run here are
 #      the ones checked, and the build takes a few minutes instead of ~15);
 #   2. installs it into its own virtual environment, build/asan-venv (it sees the system's numpy,
 #      cffi, pytest and hypothesis), so the normal install is left alone;
@@ -39,7 +40,8 @@ fi
     -C cmake.define.PYGGML_OPT_SANITIZE=ON \
     -C cmake.define.PYGGML_OPT_BUILD_TESTS=ON \
     -C cmake.define.GGML_NATIVE=ON \
-    -C cmake.define.GGML_CPU_ALL_VARIANTS=OFF 2>&1 | tail -n 3
+    -C cmake.define.GGML_CPU_ALL_VARIANTS=OFF \
+    -C cmake.define.GGML_BACKEND_DL=OFF 2>&1 | tail -n 3
 
 export PYGGML_OPT_BUILD_DIR="$build"
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:symbolize=1:detect_stack_use_after_return=0"
