@@ -19,8 +19,9 @@
 # design; the lifetime tests measure leaks of our own handles instead (tests/test_lifetimes.py).
 #
 # Usage: bash scripts/test_sanitize.sh [pytest arguments]     e.g. -x, -k lifetimes
-#   PYGGML_OPT_SLOW=1 includes the tests marked slow. Takes ~5 min to build and several times the
-#   normal suite's run time (ASan's checks, and ggml's grad checks under it).
+#   The test marked slow (30-epoch CNN) is left out; PYGGML_OPT_SLOW=1 includes it. Takes ~10 min to
+#   build and several times the normal suite's run time (ASan checks every memory access of ggml's
+#   kernels too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"

@@ -1,8 +1,7 @@
 """Shared pytest configuration.
 
-Marker ``slow``: tests that take minutes (30-epoch CNN training, CNN cross-evaluation with ggml's C++
-tools). They run by default (CI runs everything); deselect them while developing with
-``pytest -m "not slow"``.
+Marker ``slow``: tests that take minutes (the 30-epoch CNN accuracy target). They run by default
+(scripts/test.sh and CI run everything); deselect them while developing with ``pytest -m "not slow"``.
 """
 
 

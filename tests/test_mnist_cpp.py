@@ -43,7 +43,7 @@ PY_EPOCHS = {"mnist-fc": 2, "mnist-cnn": 1}
 CPP_EPOCHS = {"mnist-fc": 2, "mnist-cnn": 1}
 MIN_ACC = {"mnist-fc": 0.70, "mnist-cnn": 0.50}  # chance is 0.10
 
-ARCHS = [pytest.param("mnist-fc", id="fc"), pytest.param("mnist-cnn", id="cnn", marks=pytest.mark.slow)]
+ARCHS = [pytest.param("mnist-fc", id="fc"), pytest.param("mnist-cnn", id="cnn")]
 
 
 def _unavailable(reason: str):
