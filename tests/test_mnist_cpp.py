@@ -183,7 +183,8 @@ def test_cpp_trained_model_loads_and_evaluates_the_same_in_python(arch, tool_dir
     env = dict(os.environ)
     epochs = 30
     if nepoch_shim is not None:
-        env["LD_PRELOAD"] = f"{nepoch_shim} {env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(nepoch_shim)
+        # after what is preloaded already: a sanitizer runtime (scripts/test_sanitize.sh) must come first
+        env["LD_PRELOAD"] = f"{env['LD_PRELOAD']} {nepoch_shim}" if env.get("LD_PRELOAD") else str(nepoch_shim)
         env["PYGGML_OPT_TEST_NEPOCH"] = str(CPP_EPOCHS[arch])
         epochs = CPP_EPOCHS[arch]
     r = run_tool([tool_dir / "mnist-train", arch, path, idx / "train-images-idx3-ubyte",
