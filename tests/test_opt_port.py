@@ -169,6 +169,33 @@ def result_accuracy(result) -> tuple[float, float]:
     return acc[0], unc[0]
 
 
+def result_values(result) -> tuple[int, float, float, float, float]:
+    """(ndata, loss, loss uncertainty, accuracy, accuracy uncertainty) of a ggml_opt_result."""
+    return (result_ndata(result), *result_loss(result), *result_accuracy(result))
+
+
+def run_epoch(cd, loss, high_level: bool, result_train, result_eval, idata_split: int,
+              shuffle: bool = False) -> list[float]:
+    """One epoch over the NDATA samples: the first idata_split with a backward pass into result_train,
+    the rest forward only into result_eval. high_level: ggml_opt_epoch itself (the per-sample losses
+    are not recorded, NaN); else the same by hand with ggml_opt_alloc / ggml_opt_eval, recording the
+    loss after each sample."""
+    loss_history = [math.nan] * NDATA
+    if high_level:
+        if shuffle:
+            lib.ggml_opt_dataset_shuffle(cd.opt_ctx, cd.dataset_unsupervised, -1)
+        lib.ggml_opt_epoch(cd.opt_ctx, cd.dataset_unsupervised, result_train or ffi.NULL,
+                           result_eval or ffi.NULL, idata_split, ffi.NULL, ffi.NULL)
+        return loss_history
+    for idata in range(NDATA):
+        backward = idata < idata_split
+        lib.ggml_opt_alloc(cd.opt_ctx, backward)
+        tensor_set(cd.inputs, [idata])
+        lib.ggml_opt_eval(cd.opt_ctx, result_train if backward else result_eval)
+        loss_history[idata] = get_scalar(loss)
+    return loss_history
+
+
 def new_context(mem_size: int):
     params = ffi.new("struct ggml_init_params *", {"mem_size": mem_size, "mem_buffer": ffi.NULL, "no_alloc": True})
     ctx = lib.ggml_init(params[0])
@@ -388,33 +415,18 @@ def test_forward_backward(optim, high_level, shuffle, make_ctx_data):
     failures = []
 
     # results_initial
-    ndata = result_ndata(cd.result)
-    loss_v, loss_unc = result_loss(cd.result)
-    acc, acc_unc = result_accuracy(cd.result)
+    ndata, loss_v, loss_unc, acc, acc_unc = result_values(cd.result)
     if not (ndata == 0 and almost_equal(loss_v, 0.0, 1e-6) and math.isnan(loss_unc) and math.isnan(acc)
             and math.isnan(acc_unc)):
         failures.append(f"results_initial: ndata={ndata} loss={loss_v}+-{loss_unc} acc={acc}+-{acc_unc}")
 
-    loss_history = [math.nan] * NDATA
-    if high_level:
-        dataset = cd.dataset_unsupervised
-        if shuffle:
-            lib.ggml_opt_dataset_shuffle(cd.opt_ctx, dataset, -1)
-        lib.ggml_opt_epoch(cd.opt_ctx, dataset, ffi.NULL, cd.result, 0, ffi.NULL, ffi.NULL)
-    else:
-        for idata in range(NDATA):
-            lib.ggml_opt_alloc(cd.opt_ctx, False)
-            tensor_set(cd.inputs, [idata])
-            lib.ggml_opt_eval(cd.opt_ctx, cd.result)
-            loss_history[idata] = get_scalar(loss)
+    run_epoch(cd, loss, high_level, None, cd.result, 0, shuffle)
 
     weights = get_scalar(cd.weights)
     if not almost_equal(weights, NDATA // 2, 1e-10):
         failures.append(f"weights_after_forward: {weights}")
 
-    ndata = result_ndata(cd.result)
-    loss_v, loss_unc = result_loss(cd.result)
-    acc, acc_unc = result_accuracy(cd.result)
+    ndata, loss_v, loss_unc, acc, acc_unc = result_values(cd.result)
     if not (ndata == 6 and almost_equal(loss_v, 33.0, 1e-10) and almost_equal(loss_unc, math.sqrt(3.5), 1e-10)
             and math.isnan(acc) and math.isnan(acc_unc)):
         failures.append(f"results_after_forward: ndata={ndata} loss={loss_v}+-{loss_unc} acc={acc}+-{acc_unc}")
@@ -428,26 +440,13 @@ def test_forward_backward(optim, high_level, shuffle, make_ctx_data):
     lib.ggml_opt_reset(cd.opt_ctx, False)
     lib.ggml_opt_result_reset(cd.result)
 
-    loss_history = [math.nan] * NDATA
-    if high_level:
-        dataset = cd.dataset_unsupervised
-        if shuffle:
-            lib.ggml_opt_dataset_shuffle(cd.opt_ctx, dataset, -1)
-        lib.ggml_opt_epoch(cd.opt_ctx, dataset, cd.result, ffi.NULL, NDATA, ffi.NULL, ffi.NULL)
-    else:
-        for idata in range(NDATA):
-            lib.ggml_opt_alloc(cd.opt_ctx, True)
-            tensor_set(cd.inputs, [idata])
-            lib.ggml_opt_eval(cd.opt_ctx, cd.result)
-            loss_history[idata] = get_scalar(loss)
+    loss_history = run_epoch(cd, loss, high_level, cd.result, None, NDATA, shuffle)
 
     weights = get_scalar(cd.weights)
     if not almost_equal(weights, -NDATA * 0.5, 1e-10):
         failures.append(f"weights_after_forward_backward: {weights}")
 
-    ndata = result_ndata(cd.result)
-    loss_v, loss_unc = result_loss(cd.result)
-    acc, acc_unc = result_accuracy(cd.result)
+    ndata, loss_v, loss_unc, acc, acc_unc = result_values(cd.result)
     if not (ndata == 6 and almost_equal(loss_v, 18.0, 1e-10) and (shuffle or loss_unc == 0.0)
             and math.isnan(acc) and math.isnan(acc_unc)):
         failures.append(f"result_after_forward_backward: ndata={ndata} loss={loss_v}+-{loss_unc} "
@@ -489,20 +488,10 @@ def test_idata_split(optim, high_level, make_ctx_data):
     cd = make_ctx_data(optim, optimizer_defaults=False)
     loss = lib.ggml_opt_loss(cd.opt_ctx)
     idata_split = NDATA * 2 // 3
-    loss_history = [math.nan] * NDATA
     failures = []
 
     for epoch in range(1, 5):
-        if high_level:
-            lib.ggml_opt_epoch(cd.opt_ctx, cd.dataset_unsupervised, cd.result, cd.result2, idata_split,
-                               ffi.NULL, ffi.NULL)
-        else:
-            for idata in range(NDATA):
-                backward = idata < idata_split
-                lib.ggml_opt_alloc(cd.opt_ctx, backward)
-                tensor_set(cd.inputs, [idata])
-                lib.ggml_opt_eval(cd.opt_ctx, cd.result if backward else cd.result2)
-                loss_history[idata] = get_scalar(loss)
+        run_epoch(cd, loss, high_level, cd.result, cd.result2, idata_split)
 
         # Upstream checks these for AdamW only. With the test parameters (alpha 1, no decay) SGD steps by
         # -grad = -1 exactly as AdamW (beta1 = beta2 = eps = 0) steps by -grad/|grad|, so the expected
@@ -511,17 +500,13 @@ def test_idata_split(optim, high_level, make_ctx_data):
         if not almost_equal(weights, NDATA // 2 - epoch * idata_split, 1e-10):
             failures.append(f"epoch {epoch} weights: {weights}")
 
-        ndata = result_ndata(cd.result)
-        loss_v, loss_unc = result_loss(cd.result)
-        acc, acc_unc = result_accuracy(cd.result)
+        ndata, loss_v, loss_unc, acc, acc_unc = result_values(cd.result)
         if not (ndata == idata_split and almost_equal(loss_v, 28.0 - epoch * 16.0, 1e-10)
                 and almost_equal(loss_unc, 0.0, 1e-10) and math.isnan(acc) and math.isnan(acc_unc)):
             failures.append(f"epoch {epoch} results_backward: ndata={ndata} loss={loss_v}+-{loss_unc} "
                             f"acc={acc}+-{acc_unc}")
 
-        ndata = result_ndata(cd.result2)
-        loss_v, loss_unc = result_loss(cd.result2)
-        acc, acc_unc = result_accuracy(cd.result2)
+        ndata, loss_v, loss_unc, acc, acc_unc = result_values(cd.result2)
         if not (ndata == NDATA - idata_split and almost_equal(loss_v, 15.0 - epoch * 8, 1e-10)
                 and almost_equal(loss_unc, math.sqrt(0.5), 1e-10) and math.isnan(acc)
                 and math.isnan(acc_unc)):
