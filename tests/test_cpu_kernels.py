@@ -1,12 +1,13 @@
 """CPU kernels of the training hot path against numpy: OUT_PROD (weight gradients of mul_mat),
-MUL_MAT, and the convolution-network ops POOL_2D(_BACK), IM2COL(_BACK), REPEAT_BACK, f32, for odd
-shapes.
+MUL_MAT, the convolution-network ops POOL_2D(_BACK), IM2COL(_BACK), REPEAT_BACK, and the AdamW step,
+f32, for odd shapes.
 
-vendor/patches may replace these kernels with blocked ones (register tiles of 6 x 16 on AVX2, k in
-blocks of 256; llamafile's sgemm for MUL_MAT when GGML_LLAMAFILE is on), so the shapes here are
-non-multiples of every block size, 1-row and 1-column cases, k beyond one k-block, strided and
-transposed (non-contiguous) inputs, broadcast batches, and 1 to 3 threads (the work split differs).
-They pass on the unpatched kernels as well.
+vendor/patches replaces these kernels with blocked ones (0003: a packed GEMM with register tiles of
+6 x 16 on AVX2, 252-row blocks, k in blocks of 256, for OUT_PROD and MUL_MAT; llamafile's sgemm for
+what it leaves when GGML_LLAMAFILE is on), so the shapes here are non-multiples of every block size,
+1-row and 1-column cases, k beyond one k-block, strided and transposed (non-contiguous) inputs,
+broadcast batches, and 1 to 3 threads (the work split differs). They pass on the unpatched kernels as
+well.
 
 Tolerance: the result is a float32 sum of k products, in an order the kernel chooses (sequential,
 blocked, pairwise). Any such order satisfies |fl(s) - s| <= gamma_k * sum|a_i b_i| with
@@ -73,7 +74,7 @@ def _rng(*key):
 # tile (1, 5, 7, 15, 17, 33), K around the 256 k-block (1, 255, 256, 257, 600).
 OUT_PROD_SHAPES = [
     (1, 1, 1), (1, 7, 3), (7, 1, 3), (16, 6, 8), (17, 5, 9), (15, 7, 257), (33, 13, 256),
-    (8, 1, 600), (1, 9, 255), (100, 37, 31), (784, 10, 50), (31, 500, 10),
+    (8, 1, 600), (1, 9, 255), (100, 37, 31), (784, 10, 50), (31, 500, 10), (40, 300, 20),
 ]
 
 
@@ -149,7 +150,8 @@ def test_out_prod_batched_broadcast(n_threads):
 # MUL_MAT: dst (ggml [M, N]) = a (ggml [K, M]) x b (ggml [K, N]) summed over K (the row length).
 MUL_MAT_SHAPES = [
     (1, 1, 1), (1, 7, 8), (7, 1, 8), (17, 5, 9), (16, 16, 16), (33, 13, 784), (500, 10, 500),
-    (10, 500, 500), (500, 500, 10), (13, 37, 257),
+    (10, 500, 500), (500, 500, 10), (13, 37, 257), (16, 6, 1), (17, 6, 9), (47, 100, 600),
+    (100, 7, 257), (392, 8, 9), (40, 300, 20),
 ]
 
 
@@ -167,7 +169,7 @@ def test_mul_mat(m, n, k, n_threads):
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
-@pytest.mark.parametrize("m,n,k", [(17, 5, 9), (10, 33, 16)])
+@pytest.mark.parametrize("m,n,k", [(17, 5, 9), (10, 33, 16), (40, 33, 20)])
 def test_mul_mat_noncontiguous_src1(m, n, k, n_threads):
     """src1 a view with padded rows (not contiguous): the sgemm path must fall back or handle it."""
     rng = _rng("mmV", m, n, k)
@@ -181,6 +183,39 @@ def test_mul_mat_noncontiguous_src1(m, n, k, n_threads):
     a64, b64 = a.astype(np.float64), big_b[:, 1:1 + k].astype(np.float64)
     _check(got, b64 @ a64.T, np.abs(b64) @ np.abs(a64).T, k)
 
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("m,n,k", [(17, 5, 9), (40, 33, 20)])
+def test_mul_mat_strided_src0(m, n, k, n_threads):
+    """src0 a view with padded rows and an offset (row stride larger than the row)."""
+    rng = _rng("mmA", m, n, k)
+    big_a = rng.uniform(-1, 1, (m + 1, k + 3)).astype(np.float32)
+    b = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+    g = _Graph(n_threads)
+    ta = g.leaf(big_a)
+    va = lib.ggml_view_2d(g.ctx.ptr, ta, k, m, ta.nb[1], 1 * ta.nb[1] + 2 * 4)   # rows 1.., cols 2..
+    out = lib.ggml_mul_mat(g.ctx.ptr, va, g.leaf(b))
+    got = g.compute(out)[0, 0]
+    a64, b64 = big_a[1:1 + m, 2:2 + k].astype(np.float64), b.astype(np.float64)
+    _check(got, b64 @ a64.T, np.abs(b64) @ np.abs(a64).T, k)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_mul_mat_batched_broadcast(n_threads):
+    """src0 broadcast over dims 2 and 3 of src1 (ne12 = 3 * ne02, ne13 = 2 * ne03)."""
+    m, n, k = 21, 13, 11
+    rng = _rng("mmB", m, n, k)
+    a = rng.uniform(-1, 1, (1, 2, m, k)).astype(np.float32)   # ggml [k, m, 2, 1]
+    b = rng.uniform(-1, 1, (2, 6, n, k)).astype(np.float32)   # ggml [k, n, 6, 2]
+    g = _Graph(n_threads)
+    out = lib.ggml_mul_mat(g.ctx.ptr, g.leaf(a), g.leaf(b))
+    got = g.compute(out)                                      # numpy (2, 6, n, m)
+    assert got.shape == (2, 6, n, m)
+    for i3 in range(2):
+        for i2 in range(6):
+            a64, b64 = a[0, i2 // 3].astype(np.float64), b[i3, i2].astype(np.float64)
+            _check(got[i3, i2], b64 @ a64.T, np.abs(b64) @ np.abs(a64).T, k)
 
 # --- the convolution-network ops that vendor/patches/0004 spreads over threads -----------------------
 # Each is a copy, a max or a sum of at most a few dozen terms: copies and maxima must match exactly,
@@ -306,3 +341,35 @@ def test_repeat_back(a_shape, b_shape, n_threads):
     absref = np.abs(a.astype(np.float64)).sum(axis=axes, keepdims=True)
     terms = int(np.prod(a_shape) // np.prod(b_shape))
     _check(got.reshape(ref.shape), ref, absref, terms)
+
+
+# --- the AdamW step (vendor/patches/0006: 8 parameters at a time with AVX, the rest scalar) ----------
+# Shapes: fewer than 8 values, exactly 8, 8 + a remainder, and rows split between threads.
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(1,), (7,), (8,), (37,), (5, 19)])
+@pytest.mark.parametrize("wd", [0.0, 0.1])
+def test_opt_step_adamw(shape, wd, n_threads):
+    rng = _rng("adamw", shape, wd)
+    w, grad = (rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(2))
+    m = rng.uniform(-0.1, 0.1, shape).astype(np.float32)         # moments of earlier steps
+    v = rng.uniform(0, 0.01, shape).astype(np.float32)
+    alpha, beta1, beta2, eps, it = 1e-3, 0.9, 0.999, 1e-8, 3     # ggml-opt's hyperparameters at step 3
+    pars = np.array([alpha, beta1, beta2, eps, wd, 1 / (1 - beta1 ** it), 1 / (1 - beta2 ** it)], np.float32)
+    g = _Graph(n_threads)
+    tw, tg, tm, tv, tp = (g.leaf(x) for x in (w, grad, m, v, pars))
+    lib.ggml_set_param(tw)
+    g.compute(lib.ggml_opt_step_adamw(g.ctx.ptr, tw, tg, tm, tv, tp))
+    got_w, got_m, got_v = (tensor_data.get(t, ndim=len(shape)) for t in (tw, tm, tv))
+
+    p = pars.astype(np.float64)
+    w64, g64, m64, v64 = (x.astype(np.float64) for x in (w, grad, m, v))
+    ref_m = m64 * p[1] + g64 * (1 - p[1])
+    ref_v = v64 * p[2] + g64 * g64 * (1 - p[2])
+    step = p[0] * (ref_m * p[5]) / (np.sqrt(ref_v * p[6]) + p[3])
+    keep = np.float64(np.float32(1 - p[0] * p[4]))                # ggml rounds 1 - alpha*wd to float
+    ref_w = w64 * keep - step
+    # m, v: two products and a sum (a few ulps of the terms); w: about ten roundings along the step
+    _check(got_m, ref_m, np.abs(m64 * p[1]) + np.abs(g64 * (1 - p[1])), 2)
+    _check(got_v, ref_v, np.abs(v64 * p[2]) + np.abs(g64 * g64 * (1 - p[2])), 2)
+    _check(got_w, ref_w, np.abs(w64 * keep) + np.abs(step), 8)

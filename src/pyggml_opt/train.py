@@ -609,8 +609,8 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
         rng.permutation(n_train)
     n_steps = -(-n_train // batch_size)
     n_phys = n_steps * (batch_size // physical)
-    xbuf = np.empty((physical, ne_x), np.float32)
-    ybuf = np.empty((physical, n_out), np.float32) if targets is not None else None
+    x_writer = _BatchWriter(graph.inputs, (physical, ne_x))
+    y_writer = _BatchWriter(labels_t, (physical, n_out)) if targets is not None else None
     progress = _Progress(verbose, epochs, n_phys)
     for cb in callbacks:
         cb.on_train_begin(model)
@@ -620,13 +620,14 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
                 cb.on_epoch_begin(model, epoch)
             t0 = time.perf_counter()
             perm = rng.permutation(n_train) if shuffle else np.arange(n_train)
+            order = perm[np.arange(n_phys * physical) % n_train]  # a last partial batch wraps around
             result.reset()
             for ib in range(n_phys):
-                idx = perm[np.arange(ib * physical, (ib + 1) * physical) % n_train]
+                idx = order[ib * physical:(ib + 1) * physical]
                 opt_ctx.alloc(backward=True)
-                _gather(dataset.data, idx, graph.inputs, xbuf)
-                if ybuf is not None:
-                    _gather(dataset.labels, idx, labels_t, ybuf)
+                x_writer.write(dataset.data, idx)
+                if y_writer is not None:
+                    y_writer.write(dataset.labels, idx)
                 opt_ctx.eval(result)
                 if callbacks or verbose == 1:
                     logs = _result_logs(result)
@@ -666,15 +667,31 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
     return history
 
 
-def _gather(src: np.ndarray, idx: np.ndarray, t, buf: np.ndarray) -> None:
-    """Rows ``idx`` of ``src`` into tensor ``t``: straight into its memory when that is host memory
-    (as ggml-opt's own ggml_opt_dataset_get_batch does), else through ``buf``."""
-    view = tensor_data.host_view(t, buf.shape)
-    if view is not None:
-        np.take(src, idx, axis=0, out=view, mode="clip")  # "raise" would gather into a temporary first
-    else:
-        np.take(src, idx, axis=0, out=buf, mode="clip")
-        tensor_data.set(t, buf)
+class _BatchWriter:
+    """Writes gathered rows into one input tensor per batch: straight into its memory when that is host
+    memory (as ggml-opt's own ggml_opt_dataset_get_batch does), else through a staging array.
+
+    The numpy view of the tensor is made again only when ggml_opt_alloc moved the tensor (its data or
+    buffer pointer changed), not for every batch."""
+
+    def __init__(self, t, shape: tuple[int, ...]):
+        self.t = t
+        self.buf = np.empty(shape, np.float32)
+        self._where = None
+        self._view = None
+
+    def write(self, src: np.ndarray, idx: np.ndarray) -> None:
+        """Rows ``idx`` of ``src`` into the tensor."""
+        where = (ffi.cast("uintptr_t", self.t.data), ffi.cast("uintptr_t", self.t.buffer))
+        where = (int(where[0]), int(where[1]))
+        if where != self._where:
+            self._view = tensor_data.host_view(self.t, self.buf.shape)
+            self._where = where
+        if self._view is not None:
+            np.take(src, idx, axis=0, out=self._view, mode="clip")  # "raise" gathers into a temporary first
+        else:
+            np.take(src, idx, axis=0, out=self.buf, mode="clip")
+            tensor_data.set(self.t, self.buf)
 
 
 def _result_logs(result: Result) -> dict:

@@ -5,6 +5,8 @@ slowest-first. A ggml tensor with ``ne = [784, 500, 1, 1]`` is a numpy array of 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._lib import ffi, lib
@@ -75,6 +77,6 @@ def host_view(t, shape: tuple[int, ...]) -> np.ndarray | None:
         return None
     dtype = np.dtype(np_dtype(t))
     nbytes = int(lib.ggml_nbytes(t))
-    if int(np.prod(shape)) * dtype.itemsize != nbytes:
+    if math.prod(shape) * dtype.itemsize != nbytes:
         raise ValueError(f"shape {shape} does not cover the {nbytes} bytes of a tensor of shape {shape_of(t)}")
     return np.frombuffer(ffi.buffer(t.data, nbytes), dtype=dtype).reshape(shape)
