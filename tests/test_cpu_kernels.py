@@ -224,7 +224,7 @@ def test_mul_mat_batched_broadcast(n_threads):
 
 IMG_SHAPES = [(1, 1, 5, 7), (2, 3, 9, 8), (5, 8, 14, 14)]          # numpy (N, C, H, W)
 POOL_CASES = [(2, 2, 0), (3, 2, 1), (3, 1, 0)]                       # (kernel, stride, padding)
-CONV_CASES = [(3, 1, 1), (3, 1, 0), (3, 2, 1), (2, 3, 0)]            # (kernel, stride, padding)
+CONV_CASES = [(3, 1, 1, 1), (3, 1, 0, 1), (3, 2, 1, 1), (2, 3, 0, 1), (3, 1, 2, 2), (2, 2, 1, 3)]  # (kernel, stride, padding, dilation)
 
 
 def _pool_ref(x: np.ndarray, kind: str, k: int, s: int, p: int):
@@ -283,37 +283,38 @@ def test_pool_2d_and_back(shape, k, s, p, kind, n_threads):
     _check(got_back, ref_back, np.ones_like(ref_back) * np.abs(grad).max(), k * k)
 
 
-def _im2col_ref(x: np.ndarray, k: int, s: int, p: int) -> np.ndarray:
+def _im2col_ref(x: np.ndarray, k: int, s: int, p: int, d: int = 1) -> np.ndarray:
     """numpy (N, OH, OW, C*k*k), zeros where the window leaves the input (ggml's im2col layout)."""
     n, c, h, w = x.shape
     xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
-    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    span = d * (k - 1) + 1
+    oh, ow = (h + 2 * p - span) // s + 1, (w + 2 * p - span) // s + 1
     cols = np.empty((n, oh, ow, c, k, k), x.dtype)
     for ky in range(k):
         for kx in range(k):
-            cols[:, :, :, :, ky, kx] = xp[:, :, ky:ky + s * oh:s, kx:kx + s * ow:s].transpose(0, 2, 3, 1)
+            cols[:, :, :, :, ky, kx] = xp[:, :, ky * d:ky * d + s * oh:s, kx * d:kx * d + s * ow:s].transpose(0, 2, 3, 1)
     return cols.reshape(n, oh, ow, c * k * k)
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
-@pytest.mark.parametrize("k,s,p", CONV_CASES)
+@pytest.mark.parametrize("k,s,p,d", CONV_CASES)
 @pytest.mark.parametrize("shape", IMG_SHAPES)
-def test_im2col_and_back(shape, k, s, p, n_threads):
+def test_im2col_and_back(shape, k, s, p, d, n_threads):
     n, c, h, w = shape
-    rng = _rng("im2col", shape, k, s, p)
+    rng = _rng("im2col", shape, k, s, p, d)
     x = rng.uniform(-1, 1, shape).astype(np.float32)
-    ref = _im2col_ref(x, k, s, p)
+    ref = _im2col_ref(x, k, s, p, d)
     grad = rng.uniform(-1, 1, ref.shape).astype(np.float32)
     g = _Graph(n_threads)
     tx, tg = g.leaf(x), g.leaf(grad)
     kernel = g.leaf(np.zeros((4, c, k, k), np.float32))      # only its shape matters
-    fwd = lib.ggml_im2col(g.ctx.ptr, kernel, tx, s, s, p, p, 1, 1, True, lib.GGML_TYPE_F32)
+    fwd = lib.ggml_im2col(g.ctx.ptr, kernel, tx, s, s, p, p, d, d, True, lib.GGML_TYPE_F32)
     ne = ffi.new("int64_t[4]", tensor_data.ne_of(shape))
-    back = lib.ggml_im2col_back(g.ctx.ptr, tg, kernel, ne, s, s, p, p, 1, 1, True)
+    back = lib.ggml_im2col_back(g.ctx.ptr, tg, kernel, ne, s, s, p, p, d, d, True)
     got_fwd, got_back = g.compute(fwd, back)
     np.testing.assert_array_equal(got_fwd, ref)
     # im2col_back is the adjoint of im2col: every column entry adds back to the pixel it came from
-    idx = _im2col_ref(np.arange(x.size, dtype=np.float64).reshape(shape) + 1, k, s, p).astype(np.int64) - 1
+    idx = _im2col_ref(np.arange(x.size, dtype=np.float64).reshape(shape) + 1, k, s, p, d).astype(np.int64) - 1
     ref_back = np.zeros(x.size, np.float64)
     valid = idx >= 0
     np.add.at(ref_back, idx[valid], grad[valid].astype(np.float64))
