@@ -374,3 +374,25 @@ def test_opt_step_adamw(shape, wd, n_threads):
     _check(got_m, ref_m, np.abs(m64 * p[1]) + np.abs(g64 * (1 - p[1])), 2)
     _check(got_v, ref_v, np.abs(v64 * p[2]) + np.abs(g64 * g64 * (1 - p[2])), 2)
     _check(got_w, ref_w, np.abs(w64 * keep) + np.abs(step), 8)
+
+
+# --- broadcast element-wise ops (vendor/patches/0008: one src1 value per row runs as one loop) -------
+# One rounding per element: the results must equal numpy's float32 ones exactly.
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((5, 8, 14, 14), (1, 8, 1, 1)),      # a per-channel convolution bias (ne10 == 1)
+    ((3, 4, 7), (3, 4, 1)),              # one value per row
+    ((2, 6, 1), (1, 6, 1)),              # rows of one element
+    ((4, 9), (1, 9)),                    # a dense bias (a whole row broadcast)
+    ((2, 3, 5), (2, 3, 5)),              # no broadcast
+])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_binary_broadcast(a_shape, b_shape, op, n_threads):
+    rng = _rng("binary", a_shape, b_shape, op)
+    a = rng.uniform(-1, 1, a_shape).astype(np.float32)
+    b = rng.uniform(0.5, 2, b_shape).astype(np.float32) * rng.choice([-1, 1], b_shape).astype(np.float32)
+    g = _Graph(n_threads)
+    got = g.compute(getattr(lib, f"ggml_{op}")(g.ctx.ptr, g.leaf(a), g.leaf(b)))
+    ref = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[op](a, b)
+    np.testing.assert_array_equal(got.reshape(ref.shape), ref)
