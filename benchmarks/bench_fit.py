@@ -12,10 +12,11 @@ covering the shuffle, the training batches and the evaluation of the validation 
     stderr as each epoch starts; the time between those lines (read as they arrive) is the epoch time.
     After --epochs epochs the process is stopped.
 The first --warmup epochs of every run are left out (page faults, thread pool start). The summary gives
-the median epoch time of each and the throughput ratio  C++ time / Python time  (>= 1: Python is at
-least as fast; issue 3 asks for >= 0.98).
+the median epoch time of each, and the throughput ratio  C++ time / Python time  (>= 1: Python is at
+least as fast; issue 3 asks for >= 0.98) as the median over the pairs of adjacent runs of the ratio of
+their median epoch times: adjacent runs see the same state of a shared machine, whose load drifts.
 
-    python benchmarks/bench_fit.py                        # 3 repetitions of 6 epochs each
+    python benchmarks/bench_fit.py                        # 8 repetitions of 5 epochs each
     python benchmarks/bench_fit.py --reps 5 --epochs 8 --json result.json
     python benchmarks/bench_fit.py --profile fit.prof     # also: one fit under cProfile
 
@@ -131,9 +132,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--data", default=None, help="Fashion-MNIST IDX folder (default: Debian's)")
     ap.add_argument("--build-dir", default=None, help="folder holding bin/mnist-train "
                     "(default: $PYGGML_OPT_BUILD_DIR, else the newest build/*/bin)")
-    ap.add_argument("--epochs", type=int, default=6, help="epochs per run (default 6)")
+    ap.add_argument("--epochs", type=int, default=5, help="epochs per run (default 5)")
     ap.add_argument("--warmup", type=int, default=1, help="epochs of each run left out (default 1)")
-    ap.add_argument("--reps", type=int, default=3, help="runs of each (default 3)")
+    ap.add_argument("--reps", type=int, default=8, help="runs of each (default 8)")
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--profile", default=None, help="after the timing, run one Python fit under cProfile "
                     "and write the stats here (pstats format); prints the top entries")
@@ -175,18 +176,21 @@ def main(argv=None) -> dict:
     cpp_med, py_med = statistics.median(cpp_all), statistics.median(py_all)
     ratio = cpp_med / py_med
     cpp_min, py_min = min(cpp_all), min(py_all)
-    # adjacent runs (one C++, one Python) share the machine's state of the moment: the median of their
-    # ratios is less sensitive to slow drifts of a shared machine than the ratio of overall medians
-    paired = statistics.median(statistics.median(c[args.warmup:]) / statistics.median(p[args.warmup:])
-                               for c, p in zip(cpp_runs, py_runs))
+    # Adjacent runs (one C++, one Python) share the machine's state of the moment: the median of their
+    # ratios is far less sensitive to the drifts of a shared machine (+-15 % over minutes) than the
+    # ratio of the pooled medians, so it is the figure the 0.98 target is judged by.
+    pairs = [statistics.median(c[args.warmup:]) / statistics.median(p[args.warmup:])
+             for c, p in zip(cpp_runs, py_runs)]
+    paired = statistics.median(pairs)
     print(f"\nCPU library: C++ {cpp_lib}, Python {python_cpu_lib()}")
     print(f"median s/epoch: C++ {cpp_med:.3f}, Python {py_med:.3f}   (min: C++ {cpp_min:.3f}, Python {py_min:.3f})")
-    print(f"throughput ratio (C++ time / Python time): {ratio:.3f} median, {cpp_min / py_min:.3f} min-to-min "
-          f"-> {'OK' if ratio >= 0.98 else 'BELOW'} the 0.98 target")
-    print(f"paired ratio (median over repetitions of adjacent runs' C++ / Python medians): {paired:.3f}")
+    print(f"pooled ratio (C++ time / Python time): {ratio:.3f} median, {cpp_min / py_min:.3f} min-to-min")
+    print("ratio of each pair of adjacent runs: " + " ".join(f"{r:.3f}" for r in pairs))
+    print(f"throughput ratio (median of the pairs, C++ time / Python time): {paired:.3f} "
+          f"-> {'OK' if paired >= 0.98 else 'BELOW'} the 0.98 target")
     print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
 
-    result = {"paired_ratio": paired, "cpp_epoch_s": cpp_runs, "python_epoch_s": py_runs, "warmup": args.warmup,
+    result = {"paired_ratio": paired, "pair_ratios": pairs, "cpp_epoch_s": cpp_runs, "python_epoch_s": py_runs, "warmup": args.warmup,
               "cpp_median_s": cpp_med, "python_median_s": py_med, "ratio": ratio,
               "threads": n_threads, "cpu_lib": {"cpp": cpp_lib, "python": python_cpu_lib()},
               "load_before": load_before, "load_after": load_after, "command": " ".join(sys.argv)}
