@@ -130,24 +130,14 @@ def test_out_prod_strided_views(m, n, k, n_threads):
     _check(got, ref, absref, k)
 
 
-@pytest.mark.parametrize("n_threads", [1, 2, 3])
-def test_out_prod_batched_broadcast(n_threads):
-    """src0 broadcast over dims 2 and 3 of src1 (ne2 = 3 * ne02, ne3 = 2 * ne03)."""
-    m, n, k = 19, 7, 11
-    rng = _rng("opB", m, n, k)
-    a = rng.uniform(-1, 1, (1, 2, k, m)).astype(np.float32)   # ggml [m, k, 2, 1]
-    b = rng.uniform(-1, 1, (2, 6, k, n)).astype(np.float32)   # ggml [n, k, 6, 2]
-    g = _Graph(n_threads)
-    out = lib.ggml_out_prod(g.ctx.ptr, g.leaf(a), g.leaf(b))
-    got = g.compute(out)                                      # numpy (2, 6, n, m)
-    assert got.shape == (2, 6, n, m)
-    for i3 in range(2):
-        for i2 in range(6):
-            ref, absref = _out_prod_ref(a[0, i2 // 3], b[i3, i2])
-            _check(got[i3, i2], ref, absref, k)
-
-
 # MUL_MAT: dst (ggml [M, N]) = a (ggml [K, M]) x b (ggml [K, N]) summed over K (the row length).
+
+
+def _mul_mat_ref(a: np.ndarray, b: np.ndarray):
+    """a: numpy (M, K) (ggml [K, M]), b: (N, K); dst numpy (N, M) = b a^T, and the sum of |products|."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return b64 @ a64.T, np.abs(b64) @ np.abs(a64).T
+
 MUL_MAT_SHAPES = [
     (1, 1, 1), (1, 7, 8), (7, 1, 8), (17, 5, 9), (16, 16, 16), (33, 13, 784), (500, 10, 500),
     (10, 500, 500), (500, 500, 10), (13, 37, 257), (16, 6, 1), (17, 6, 9), (47, 100, 600),
@@ -164,8 +154,7 @@ def test_mul_mat(m, n, k, n_threads):
     g = _Graph(n_threads)
     out = lib.ggml_mul_mat(g.ctx.ptr, g.leaf(a), g.leaf(b))
     got = g.compute(out)[0, 0]                                # numpy (n, m)
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    _check(got, b64 @ a64.T, np.abs(b64) @ np.abs(a64).T, k)
+    _check(got, *_mul_mat_ref(a, b), k)
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
@@ -180,8 +169,7 @@ def test_mul_mat_noncontiguous_src1(m, n, k, n_threads):
     vb = lib.ggml_view_2d(g.ctx.ptr, tb, k, n, tb.nb[1], 4)
     out = lib.ggml_mul_mat(g.ctx.ptr, g.leaf(a), vb)
     got = g.compute(out)[0, 0]
-    a64, b64 = a.astype(np.float64), big_b[:, 1:1 + k].astype(np.float64)
-    _check(got, b64 @ a64.T, np.abs(b64) @ np.abs(a64).T, k)
+    _check(got, *_mul_mat_ref(a, big_b[:, 1:1 + k]), k)
 
 
 
@@ -197,25 +185,34 @@ def test_mul_mat_strided_src0(m, n, k, n_threads):
     va = lib.ggml_view_2d(g.ctx.ptr, ta, k, m, ta.nb[1], 1 * ta.nb[1] + 2 * 4)   # rows 1.., cols 2..
     out = lib.ggml_mul_mat(g.ctx.ptr, va, g.leaf(b))
     got = g.compute(out)[0, 0]
-    a64, b64 = big_a[1:1 + m, 2:2 + k].astype(np.float64), b.astype(np.float64)
-    _check(got, b64 @ a64.T, np.abs(b64) @ np.abs(a64).T, k)
+    _check(got, *_mul_mat_ref(big_a[1:1 + m, 2:2 + k], b), k)
+
+
+# Batched GEMMs: src0 broadcast over dims 2 and 3 of src1 (ne2 = 3 * ne02, ne3 = 2 * ne03).
+# op: (ggml function, numpy shapes of one (i3, i2) slice of src0 and src1, reference, (M, N, K), rng key)
+BATCHED_GEMMS = {
+    "out_prod": (lib.ggml_out_prod, lambda m, n, k: ((k, m), (k, n)),
+                 _out_prod_ref, (19, 7, 11), "opB"),
+    "mul_mat": (lib.ggml_mul_mat, lambda m, n, k: ((m, k), (n, k)),
+                _mul_mat_ref, (21, 13, 11), "mmB"),
+}
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
-def test_mul_mat_batched_broadcast(n_threads):
-    """src0 broadcast over dims 2 and 3 of src1 (ne12 = 3 * ne02, ne13 = 2 * ne03)."""
-    m, n, k = 21, 13, 11
-    rng = _rng("mmB", m, n, k)
-    a = rng.uniform(-1, 1, (1, 2, m, k)).astype(np.float32)   # ggml [k, m, 2, 1]
-    b = rng.uniform(-1, 1, (2, 6, n, k)).astype(np.float32)   # ggml [k, n, 6, 2]
+@pytest.mark.parametrize("op", sorted(BATCHED_GEMMS))
+def test_gemm_batched_broadcast(op, n_threads):
+    build, slice_shapes, ref_of, (m, n, k), key = BATCHED_GEMMS[op]
+    rng = _rng(key, m, n, k)
+    sa, sb = slice_shapes(m, n, k)
+    a = rng.uniform(-1, 1, (1, 2, *sa)).astype(np.float32)
+    b = rng.uniform(-1, 1, (2, 6, *sb)).astype(np.float32)
     g = _Graph(n_threads)
-    out = lib.ggml_mul_mat(g.ctx.ptr, g.leaf(a), g.leaf(b))
-    got = g.compute(out)                                      # numpy (2, 6, n, m)
+    got = g.compute(build(g.ctx.ptr, g.leaf(a), g.leaf(b)))  # numpy (2, 6, n, m)
     assert got.shape == (2, 6, n, m)
     for i3 in range(2):
         for i2 in range(6):
-            a64, b64 = a[0, i2 // 3].astype(np.float64), b[i3, i2].astype(np.float64)
-            _check(got[i3, i2], b64 @ a64.T, np.abs(b64) @ np.abs(a64).T, k)
+            _check(got[i3, i2], *ref_of(a[0, i2 // 3], b[i3, i2]), k)
+
 
 # --- the convolution-network ops that vendor/patches/0004 spreads over threads -----------------------
 # Each is a copy, a max or a sum of at most a few dozen terms: copies and maxima must match exactly,

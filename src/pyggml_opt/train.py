@@ -682,8 +682,7 @@ class _BatchWriter:
 
     def write(self, src: np.ndarray, idx: np.ndarray) -> None:
         """Rows ``idx`` of ``src`` into the tensor."""
-        where = (ffi.cast("uintptr_t", self.t.data), ffi.cast("uintptr_t", self.t.buffer))
-        where = (int(where[0]), int(where[1]))
+        where = (int(ffi.cast("uintptr_t", self.t.data)), int(ffi.cast("uintptr_t", self.t.buffer)))
         if where != self._where:
             self._view = tensor_data.host_view(self.t, self.buf.shape)
             self._where = where
