@@ -279,6 +279,38 @@ def test_determinism_bit_identical(n_threads, n, data):
     assert results[0][1] == results[1][1]
 
 
+def test_in_graph_gather_equals_host_gather(monkeypatch, data):
+    """On the CPU, fit's graph gathers each batch from the dataset (GET_ROWS) and the labels of an epoch
+    are gathered at once; other backends (and large labels) get each batch gathered on the host. Same
+    rows in the same order, so bit-identical training: for an MLP and for a CNN, whose input is
+    reshaped to (channels, height, width) after the gather."""
+    from pyggml_opt import train
+    calls = []
+    copy = train._BatchWriter.copy
+    monkeypatch.setattr(train._BatchWriter, "copy", lambda self, rows: calls.append((rows.dtype, len(rows))) or copy(self, rows))
+    xb, yb = bars(n=60)
+    labels_max = train._EPOCH_LABELS_MAX_BYTES
+    cases = [(lambda: mlp(), data[0][:100], data[1][:100], 16, 8),
+             (lambda: pgo.Sequential([L.Conv2d(1, 4, 3, padding=1), L.ReLU(), L.MaxPool2d(2), L.Flatten(),
+                                      L.Linear(64, 2)]), xb, yb, 20, 10)]
+    for make, x, y, batch, physical in cases:
+        results = []
+        for in_graph in (True, False):
+            monkeypatch.setattr(train, "_GATHER_IN_GRAPH", in_graph)
+            monkeypatch.setattr(train, "_EPOCH_LABELS_MAX_BYTES", labels_max if in_graph else 0)
+            calls.clear()
+            m = make()
+            h = m.fit(x, y, epochs=2, batch_size=batch, physical_batch_size=physical, validation_split=0.2,
+                      seed=3, **FAST)
+            # per physical batch: the row numbers (int32), then the one-hot labels; none on the host path
+            n_phys = 2 * (-(-int(len(x) * 0.8) // batch)) * (batch // physical)
+            per_batch = [(np.dtype(np.int32), physical), (np.dtype(np.float32), physical)]
+            assert calls == (per_batch * n_phys if in_graph else [])
+            results.append((m.get_weights(), h["loss"], h["val_loss"]))
+        assert same_weights(results[0][0], results[1][0])
+        assert results[0][1:] == results[1][1:]
+
+
 @pytest.mark.parametrize("opt", [pgo.SGD(lr=0.05), pgo.AdamW(lr=5e-3), "sgd", "adamw"],
                          ids=["SGD", "AdamW", "sgd-name", "adamw-name"])
 def test_optimizers_reduce_the_loss(opt, data):

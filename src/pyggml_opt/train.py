@@ -8,8 +8,10 @@ How ``fit`` drives ggml-opt (see DESIGN.md, "fit(), as data flows"):
      gradients and optimizer (opt_period = batch_size / physical_batch_size).
   3. Each epoch visits every training sample: a seeded permutation is cut into batches; the last,
      partial batch is filled up with samples from the start of the permutation (so no sample is
-     dropped and the graph keeps one batch size). Per physical batch: ``ggml_opt_alloc`` -> copy the
-     batch from the dataset into the input/label tensors -> ``ggml_opt_eval`` (GIL released).
+     dropped and the graph keeps one batch size). Per physical batch: ``ggml_opt_alloc`` -> the
+     batch's row numbers into the graph's input (on the CPU the graph's first op, GET_ROWS, gathers
+     those rows from the dataset on ggml's threads; a device gets the rows gathered on the host) and
+     its labels into the label tensor -> ``ggml_opt_eval`` (GIL released).
   4. After each epoch: train loss/accuracy (± uncertainty) from the ggml-opt result, validation
      metrics from a forward pass, callbacks, History.
 Ctrl+C stops within one batch: the model keeps the weights of the last completed optimizer step,
@@ -33,6 +35,11 @@ from .optim import Optimizer
 from .optim import get as get_optimizer
 
 GRAPH_SIZE = 16384
+# On the CPU, fit's graph gathers each batch from the dataset itself (GET_ROWS on ggml's threads). A
+# switch only so that tests can compare it with the host-side gather every other backend uses.
+_GATHER_IN_GRAPH = True
+# fit gathers the labels of a whole epoch at once (in batch order) when they take at most this much.
+_EPOCH_LABELS_MAX_BYTES = 32 << 20
 
 # ggml ops with a backward pass (ggml.c, ggml_compute_backward at 0.15.3).
 _BACKWARD_OPS = {
@@ -181,18 +188,33 @@ def check_backward(outputs) -> None:
 
 # ---- graphs -------------------------------------------------------------------------------------------
 class _ForwardGraph:
-    """The model's forward graph for a fixed batch size, with a statically allocated input."""
+    """The model's forward graph for a fixed batch size, with a statically allocated input.
 
-    def __init__(self, model: Model, backend, batch: int) -> None:
+    With ``rows_of`` (a dataset's data tensor, ``[ne_datapoint, ndata]``, in host memory) the input
+    is instead a vector of ``batch`` row numbers (int32) and the graph starts by gathering those rows
+    (GET_ROWS): the batch is copied by ggml's threads, side by side, instead of by one Python thread.
+    """
+
+    def __init__(self, model: Model, backend, batch: int, rows_of=None) -> None:
         self.batch = batch
         self.store = model.params_on(backend)
         self.ctx_static = Context(1)
         self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE, grads=True)
-        inp = new_input(self.ctx_static, (batch, *model.input_shape), "input")
+        shape = (batch, *model.input_shape)
+        if rows_of is None:
+            inp = new_input(self.ctx_static, shape, "input").ptr
+        else:
+            inp = lib.ggml_new_tensor_1d(self.ctx_static.ptr, lib.GGML_TYPE_I32, batch)
+            lib.ggml_set_name(inp, b"batch_rows")
         self.buf_static = Buffer(self.ctx_static, backend)
-        self.inputs = inp.ptr
+        self.inputs = inp
         lib.ggml_set_input(self.inputs)
-        x = Tensor(self.inputs, self.ctx_compute, self.ctx_compute, inp.ndim)
+        if rows_of is None:
+            x_ptr = self.inputs
+        else:
+            rows = lib.ggml_get_rows(self.ctx_compute.ptr, rows_of, self.inputs)
+            x_ptr = lib.ggml_reshape_4d(self.ctx_compute.ptr, rows, *tensor_data.ne_of(shape))
+        x = Tensor(x_ptr, self.ctx_compute, self.ctx_compute, len(shape))
         out = model.forward(x, self.store.tensors)
         if out.shape != (batch, *model.output_shape):
             raise ValueError(f"the model produced outputs of shape {out.shape}, expected {(batch, *model.output_shape)}")
@@ -582,8 +604,10 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
     if targets is not None:
         dataset.labels[...] = targets[:n_train]
 
-    # 2. graphs, built once for the physical batch
-    graph = _ForwardGraph(model, sched.main, physical)
+    # 2. graphs, built once for the physical batch. On the CPU the graph gathers each batch from the
+    # dataset itself (its memory is the CPU's); a device gets the batch copied into its input.
+    gather_in_graph = _GATHER_IN_GRAPH and sched.main.is_cpu and n_train < 2**31  # row numbers are int32
+    graph = _ForwardGraph(model, sched.main, physical, dataset.data_tensor if gather_in_graph else None)
     graph.store.mark_trainable()
     check_backward(graph.outputs)
     # A dedicated scheduler: ggml-opt tracks which graph is allocated on it, and predict / evaluate
@@ -609,7 +633,7 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
         rng.permutation(n_train)
     n_steps = -(-n_train // batch_size)
     n_phys = n_steps * (batch_size // physical)
-    x_writer = _BatchWriter(graph.inputs, (physical, ne_x))
+    x_writer = _BatchWriter(graph.inputs, (physical,) if gather_in_graph else (physical, ne_x))
     y_writer = _BatchWriter(labels_t, (physical, n_out)) if targets is not None else None
     progress = _Progress(verbose, epochs, n_phys)
     for cb in callbacks:
@@ -621,13 +645,23 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
             t0 = time.perf_counter()
             perm = rng.permutation(n_train) if shuffle else np.arange(n_train)
             order = perm[np.arange(n_phys * physical) % n_train]  # a last partial batch wraps around
+            # Once per epoch rather than per batch: the row numbers as the in-graph gather reads them,
+            # and small labels in batch order, so that each batch copies contiguous rows.
+            rows = order.astype(np.int32) if gather_in_graph else None
+            labels = (np.take(dataset.labels, order, axis=0)
+                      if y_writer is not None and order.size * n_out * 4 <= _EPOCH_LABELS_MAX_BYTES else None)
             result.reset()
             for ib in range(n_phys):
-                idx = order[ib * physical:(ib + 1) * physical]
+                b = slice(ib * physical, (ib + 1) * physical)
                 opt_ctx.alloc(backward=True)
-                x_writer.write(dataset.data, idx)
-                if y_writer is not None:
-                    y_writer.write(dataset.labels, idx)
+                if rows is not None:
+                    x_writer.copy(rows[b])
+                else:
+                    x_writer.write(dataset.data, order[b])
+                if labels is not None:
+                    y_writer.copy(labels[b])
+                elif y_writer is not None:
+                    y_writer.write(dataset.labels, order[b])
                 opt_ctx.eval(result)
                 if callbacks or verbose == 1:
                     logs = _result_logs(result)
@@ -676,21 +710,33 @@ class _BatchWriter:
 
     def __init__(self, t, shape: tuple[int, ...]):
         self.t = t
-        self.buf = np.empty(shape, np.float32)
+        self.buf = np.empty(shape, tensor_data.np_dtype(t))
         self._where = None
         self._view = None
 
-    def write(self, src: np.ndarray, idx: np.ndarray) -> None:
-        """Rows ``idx`` of ``src`` into the tensor."""
+    def _target(self) -> np.ndarray | None:
         where = (int(ffi.cast("uintptr_t", self.t.data)), int(ffi.cast("uintptr_t", self.t.buffer)))
         if where != self._where:
             self._view = tensor_data.host_view(self.t, self.buf.shape)
             self._where = where
-        if self._view is not None:
-            np.take(src, idx, axis=0, out=self._view, mode="clip")  # "raise" gathers into a temporary first
+        return self._view
+
+    def write(self, src: np.ndarray, idx: np.ndarray) -> None:
+        """Rows ``idx`` of ``src`` into the tensor."""
+        view = self._target()
+        if view is not None:
+            np.take(src, idx, axis=0, out=view, mode="clip")  # "raise" gathers into a temporary first
         else:
             np.take(src, idx, axis=0, out=self.buf, mode="clip")
             tensor_data.set(self.t, self.buf)
+
+    def copy(self, rows: np.ndarray) -> None:
+        """``rows`` (already in batch order) into the tensor."""
+        view = self._target()
+        if view is not None:
+            view[...] = rows
+        else:
+            tensor_data.set(self.t, rows)
 
 
 def _result_logs(result: Result) -> dict:
