@@ -255,6 +255,45 @@ def test_shuffle_is_seeded(data):
     assert max_diff(run(7, shuffle=False), a) > 1e-4
 
 
+@pytest.mark.parametrize("n,run", [(10, 3), (12, 4), (7, 1), (7, 7), (5, 9), (6, 0)])
+def test_epoch_order_shuffles_runs_of_consecutive_samples(n, run):
+    from pyggml_opt.train import _epoch_order
+    order = _epoch_order(np.random.default_rng(0), n, run)
+    assert sorted(order.tolist()) == list(range(n))
+    if run == 0:
+        assert order.tolist() == list(range(n))
+        return
+    if run == 1:
+        np.testing.assert_array_equal(order, np.random.default_rng(0).permutation(n))  # as before runs existed
+    # cut at the starts of runs (multiples of run): every piece is run consecutive samples, the last
+    # run of the data set (n % run samples) excepted
+    starts = [i for i in range(n) if order[i] % run == 0]
+    pieces = [order[a:b].tolist() for a, b in zip(starts, starts[1:] + [n])]
+    assert len(pieces) == -(-n // run)
+    for p in pieces:
+        assert p == list(range(p[0], min(p[0] + run, n)))
+
+
+@pytest.mark.parametrize("shuffle,run", [(4, 4), ("batch", 16)])
+def test_fit_shuffles_runs_of_consecutive_samples(monkeypatch, shuffle, run, data):
+    """shuffle=k: every physical batch is made of runs of k consecutive samples (as ggml's ndata_shard),
+    in a seeded order that changes every epoch, and each epoch visits every training sample."""
+    from pyggml_opt import train
+    seen = []
+    copy = train._BatchWriter.copy
+    monkeypatch.setattr(train._BatchWriter, "copy",
+                        lambda self, rows: (seen.append(rows.tolist()) if rows.dtype == np.int32 else None) or copy(self, rows))
+    x, y = data
+    n = 160  # a multiple of 16: no wrapped-around partial batch
+    for _ in range(2):
+        mlp().fit(x[:n], y[:n], epochs=2, batch_size=16, physical_batch_size=8, shuffle=shuffle, seed=4, **FAST)
+    orders = [sum(seen[i:i + n // 8], []) for i in range(0, len(seen), n // 8)]
+    assert len(orders) == 4 and orders[0] == orders[2] and orders[1] == orders[3] and orders[0] != orders[1]
+    for order in orders[:2]:
+        assert sorted(order) == list(range(n))
+        assert all(order[i:i + run] == list(range(order[i], order[i] + run)) for i in range(0, n, run))
+
+
 def test_seed_initialises_weights(data):
     x, y = data
     a, b, c = mlp(build=False), mlp(build=False), mlp(build=False)
@@ -980,6 +1019,11 @@ X, Y = blobs(n=32)
     (dict(backend=3), TypeError, "backend"),
     (dict(optimizer="rmsprop"), ValueError, "unknown optimizer 'rmsprop'"),
     (dict(optimizer=3), TypeError, "optimizer"),
+    (dict(shuffle="yes"), ValueError, "shuffle must be True, False, 'batch' or a positive int, got 'yes'"),
+    (dict(shuffle=0), ValueError, "shuffle must be .* positive int, got 0"),
+    (dict(shuffle=-3), ValueError, "shuffle must be .* positive int, got -3"),
+    (dict(shuffle=2.5), TypeError, "shuffle must be a bool, 'batch' or a positive int, got float"),
+    (dict(shuffle=None), TypeError, "shuffle must be .* got NoneType"),
     (dict(batch_size=0), ValueError, "batch_size must be an int >= 1"),
     (dict(batch_size=-4), ValueError, "batch_size must be an int >= 1"),
     (dict(batch_size=2.5), ValueError, "batch_size must be an int >= 1"),

@@ -18,11 +18,13 @@ def _model():
     return pgo.Sequential([pgo.layers.Linear(12, 16), pgo.layers.GELU(), pgo.layers.Linear(16, 3)])
 
 
-@pytest.mark.parametrize("make_opt", [lambda: pgo.AdamW(lr=lambda step: 1e-2 / (1 + 0.1 * step)),
-                                      lambda: pgo.SGD(lr=0.05, weight_decay=0.01)], ids=["adamw", "sgd"])
-def test_resume_from_checkpoint_matches_uninterrupted_training(tmp_path, make_opt):
+@pytest.mark.parametrize("make_opt,shuffle", [(lambda: pgo.AdamW(lr=lambda step: 1e-2 / (1 + 0.1 * step)), True),
+                                              (lambda: pgo.SGD(lr=0.05, weight_decay=0.01), True),
+                                              (lambda: pgo.AdamW(lr=1e-2), 10)], ids=["adamw", "sgd", "adamw-runs-of-10"])
+def test_resume_from_checkpoint_matches_uninterrupted_training(tmp_path, make_opt, shuffle):
     x, y = _data()
-    kw = dict(batch_size=64, physical_batch_size=32, validation_split=0.1, seed=5, verbose=0, n_threads=1)
+    kw = dict(batch_size=64, physical_batch_size=32, validation_split=0.1, seed=5, verbose=0, n_threads=1,
+              shuffle=shuffle)
 
     straight = _model()
     straight.fit(x, y, epochs=4, optimizer=make_opt(), **kw)

@@ -505,7 +505,7 @@ def _loss_and_accuracy(outputs: np.ndarray, targets: np.ndarray | None, loss: st
 
 def fit(model: Model, x, y=None, *, epochs: int = 1, batch_size: int = 32, physical_batch_size: int | None = None,
         validation_split: float = 0.0, validation_data=None, loss: str = "cross_entropy",
-        optimizer: Optimizer | str = "adamw", shuffle: bool = True, seed: int | None = 0,
+        optimizer: Optimizer | str = "adamw", shuffle: bool | int | str = True, seed: int | None = 0,
         backend: str = "cpu", n_threads: int | None = None, verbose: int = 1,
         callbacks: Iterable[Callback] = (), resume_from=None) -> History:
     """Train ``model`` on numpy data with ggml-opt.
@@ -517,6 +517,10 @@ def fit(model: Model, x, y=None, *, epochs: int = 1, batch_size: int = 32, physi
        (default batch_size; must divide it: gradients are accumulated over batch_size / physical).
     validation_split: fraction in [0, 1) of the samples, taken from the end before shuffling, held
        out for validation; or validation_data=(x_val, y_val).
+    shuffle: True: a new order of the training samples every epoch; False: their order as given;
+       an int k > 1 (or "batch": k = batch_size): runs of k consecutive samples in a new order every
+       epoch, as ggml's ``ndata_shard`` (ggml's mnist-train uses 10). Coarser, but each batch is
+       copied in longer runs: on Fashion-MNIST's MLP here an epoch is ~2 % faster with 10.
     optimizer: pgo.AdamW(...), pgo.SGD(...) or "adamw"/"sgd". seed: weight init (if the model is not
        built yet) and shuffling. backend: "cpu", "cuda", "metal", "gpu" or a ggml device name.
     verbose: 0 silent, 1 progress bar, 2 one line per epoch. callbacks: Callback objects.
@@ -540,6 +544,7 @@ def fit(model: Model, x, y=None, *, epochs: int = 1, batch_size: int = 32, physi
         raise ValueError(f"validation_split must be in [0, 1), got {validation_split!r}")
     if validation_split and validation_data is not None:
         raise ValueError("give validation_split or validation_data, not both")
+    run = _check_shuffle(shuffle, batch_size)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
         raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
     opt = get_optimizer(optimizer)
@@ -583,14 +588,14 @@ def fit(model: Model, x, y=None, *, epochs: int = 1, batch_size: int = 32, physi
         model._fitting = backend
         try:
             return _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, physical,
-                               shuffle, seed, backend, n_threads, verbose, callbacks, resume)
+                               run, seed, backend, n_threads, verbose, callbacks, resume)
         finally:
             model._fitting = None
     finally:
         model._lock.release()
 
 
-def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, physical, shuffle, seed,
+def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, physical, run, seed,
                 backend, n_threads, verbose, callbacks, resume) -> History:
     from .core import Dataset
     s = _session(model, backend, n_threads)
@@ -629,8 +634,8 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
     model.loss = loss
     model.stop_training = False
     rng = np.random.default_rng(seed)
-    for _ in range(start_epoch if shuffle else 0):  # replay the shuffles of the epochs already done
-        rng.permutation(n_train)
+    for _ in range(start_epoch):  # replay the shuffles of the epochs already done
+        _epoch_order(rng, n_train, run)
     n_steps = -(-n_train // batch_size)
     n_phys = n_steps * (batch_size // physical)
     x_writer = _BatchWriter(graph.inputs, (physical,) if gather_in_graph else (physical, ne_x))
@@ -643,7 +648,7 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
             for cb in callbacks:
                 cb.on_epoch_begin(model, epoch)
             t0 = time.perf_counter()
-            perm = rng.permutation(n_train) if shuffle else np.arange(n_train)
+            perm = _epoch_order(rng, n_train, run)
             order = perm[np.arange(n_phys * physical) % n_train]  # a last partial batch wraps around
             # Once per epoch rather than per batch: the row numbers as the in-graph gather reads them,
             # and small labels in batch order, so that each batch copies contiguous rows.
@@ -699,6 +704,33 @@ def _fit_locked(model, x, targets, n_train, val, loss, opt, epochs, batch_size, 
         for cb in callbacks:
             cb.on_train_end(model)
     return history
+
+
+def _check_shuffle(shuffle, batch_size: int) -> int:
+    """fit's ``shuffle`` as the length of the runs of consecutive samples it shuffles (0: none)."""
+    if isinstance(shuffle, (bool, np.bool_)):
+        return int(shuffle)
+    if isinstance(shuffle, str):
+        if shuffle != "batch":
+            raise ValueError(f"shuffle must be True, False, 'batch' or a positive int, got {shuffle!r}")
+        return batch_size
+    if not isinstance(shuffle, (int, np.integer)):
+        raise TypeError(f"shuffle must be a bool, 'batch' or a positive int, got {type(shuffle).__name__}")
+    if shuffle < 1:
+        raise ValueError(f"shuffle must be True, False, 'batch' or a positive int, got {shuffle!r}")
+    return int(shuffle)
+
+
+def _epoch_order(rng: np.random.Generator, n: int, run: int) -> np.ndarray:
+    """An epoch's order of samples 0..n-1: runs of ``run`` consecutive samples (the last one may be
+    shorter) in random order; ``run`` 1 is a plain permutation, 0 keeps the order."""
+    if run == 0:
+        return np.arange(n)
+    if run == 1:
+        return rng.permutation(n)
+    starts = rng.permutation(-(-n // run)) * run
+    order = (starts[:, None] + np.arange(run)).ravel()
+    return order[order < n]
 
 
 class _BatchWriter:
