@@ -1,9 +1,11 @@
 """Training throughput: pyggml_opt's ``model.fit`` against ggml's C++ ``mnist-train``, same run.
 
 Both train ggml's "mnist-fc" (784 -> 500 -> ReLU -> 10) on Fashion-MNIST with ggml's examples/mnist
-hyperparameters: logical batch 1000, physical batch 500, 5 % validation, AdamW lr 1e-3, and the same
-number of CPU threads (mnist-train picks min(cores, (cores + 4) / 2); fit gets that number). The runs
-alternate (C++, Python, Python, C++, ...) so that drifting machine load hits both alike.
+hyperparameters: logical batch 1000, physical batch 500, 5 % validation, AdamW lr 1e-3, the dataset
+shuffled every epoch in runs of 10 consecutive samples (mnist-train's ndata_shard; fit(shuffle=10)),
+and the same number of CPU threads (mnist-train picks min(cores, (cores + 4) / 2); fit gets that
+number). The runs alternate (C++, Python, Python, C++, ...) so that drifting machine load hits both
+alike; bench_fit_interleaved.py compares the two far more finely (the machine drifts within seconds).
 
 Per-epoch time, measured the same way on both sides: the wall time from one epoch's start to the next,
 covering the shuffle, the training batches and the evaluation of the validation split.
@@ -47,6 +49,8 @@ from pyggml_opt import data
 REPO = Path(__file__).resolve().parents[1]
 EPOCH_RE = re.compile(rb"ggml_opt_fit: epoch (\d+)/(\d+):")
 CPU_LIB_RE = re.compile(r"loaded CPU backend from (\S+)")
+# mnist-train shuffles its dataset in runs of 10 consecutive samples (ndata_shard = 10 in mnist-train.cpp)
+CPP_SHUFFLE = 10
 
 
 def find_tool(build_dir: str | None) -> Path:
@@ -122,10 +126,10 @@ def python_cpu_lib() -> str:
     return ", ".join(found) or "?"
 
 
-def run_python(x, y, epochs: int, n_threads: int) -> list[float]:
+def run_python(x, y, epochs: int, n_threads: int, shuffle: int = CPP_SHUFFLE) -> list[float]:
     model = pgo.models.mnist_fc()
     h = model.fit(x, y, epochs=epochs, batch_size=1000, physical_batch_size=500, validation_split=0.05,
-                  optimizer=pgo.AdamW(lr=1e-3), seed=0, n_threads=n_threads, verbose=0)
+                  optimizer=pgo.AdamW(lr=1e-3), seed=0, n_threads=n_threads, verbose=0, shuffle=shuffle)
     return list(h["time"])
 
 
@@ -137,6 +141,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--epochs", type=int, default=5, help="epochs per run (default 5)")
     ap.add_argument("--warmup", type=int, default=1, help="epochs of each run left out (default 1)")
     ap.add_argument("--reps", type=int, default=8, help="runs of each (default 8)")
+    ap.add_argument("--shuffle", type=int, default=CPP_SHUFFLE, help="fit's shuffle (default 10, mnist-train's "
+                    "runs of 10 samples; 1: fit's default, single samples, ~1-2 %% slower here)")
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--profile", default=None, help="after the timing, run one Python fit under cProfile "
                     "and write the stats here (pstats format); prints the top entries")
@@ -156,7 +162,8 @@ def main(argv=None) -> dict:
     if load_before[0] > 0.5:
         print("warning: the machine is not idle; ggml's spinning threads make contended timings unreliable")
     print(f"C++: {tool}")
-    print(f"data: {idx}; {args.reps} x {args.epochs} epochs each, first {args.warmup} left out\n")
+    print(f"data: {idx}; {args.reps} x {args.epochs} epochs each, first {args.warmup} left out; "
+          f"fit(shuffle={args.shuffle}), mnist-train shuffles runs of {CPP_SHUFFLE}\n")
 
     cpp_runs, py_runs, cpp_lib = [], [], "?"
     with tempfile.TemporaryDirectory() as tmp:
@@ -167,7 +174,7 @@ def main(argv=None) -> dict:
                     t, cpp_lib = run_cpp(tool, idx, args.epochs, Path(tmp))
                     cpp_runs.append(t)
                 else:
-                    t = run_python(x, y, args.epochs, n_threads)
+                    t = run_python(x, y, args.epochs, n_threads, args.shuffle)
                     py_runs.append(t)
                 print(f"rep {rep + 1} {'C++   ' if which == 'cpp' else 'Python'} s/epoch: "
                       + " ".join(f"{v:.3f}" for v in t), flush=True)
@@ -194,7 +201,7 @@ def main(argv=None) -> dict:
 
     result = {"paired_ratio": paired, "pair_ratios": pairs, "cpp_epoch_s": cpp_runs, "python_epoch_s": py_runs, "warmup": args.warmup,
               "cpp_median_s": cpp_med, "python_median_s": py_med, "ratio": ratio,
-              "threads": n_threads, "cpu_lib": {"cpp": cpp_lib, "python": python_cpu_lib()},
+              "threads": n_threads, "shuffle": args.shuffle, "cpu_lib": {"cpp": cpp_lib, "python": python_cpu_lib()},
               "load_before": load_before, "load_after": load_after, "command": " ".join(sys.argv)}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
