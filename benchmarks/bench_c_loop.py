@@ -13,8 +13,9 @@ left out; each ratio is the median over adjacent pairs of the ratio of their med
 
 Session 3 (issue 3; medians of pairs, each pair's ratio scatters by +-10 % on this shared machine):
 mnist-train / C loop 0.927 (6 pairs), 0.945 (4 pairs, OPENBLAS_NUM_THREADS=1), 1.021 (2 pairs);
-C loop / fit 0.961 (6 pairs), 1.05 (5 pairs, no validation), 0.966 (2 pairs). Neither loop is clearly
-slower than the other; the C loop inside Python's process tends to be slower than mnist-train.
+C loop / fit 0.961 (6 pairs), 1.05 (5 pairs, no validation), 0.966 (2 pairs). The C loop's dataset
+then had shards of 1 sample, mnist-train's has 10 (--shard, now 10 by default): session 4 found that to
+be the whole "process" gap (CPU_SPEED.md, issue 3); fit is run with the same shuffle (shuffle=shard).
 """
 from __future__ import annotations
 
@@ -36,13 +37,14 @@ from pyggml_opt.core import Dataset, Scheduler
 from bench_fit import EPOCH_RE, cpp_threads, find_tool, run_cpp
 
 
-def run_c_loop(x: np.ndarray, onehot: np.ndarray, epochs: int, n_threads: int, val_split: float) -> list[float]:
+def run_c_loop(x: np.ndarray, onehot: np.ndarray, epochs: int, n_threads: int, val_split: float,
+               shard: int) -> list[float]:
     """Per-epoch wall times of ggml_opt_fit on pyggml_opt's mnist-fc graph, in this process."""
     model = pgo.models.mnist_fc()
     s = train._session(model, "cpu", n_threads)
     graph = train._ForwardGraph(model, s["sched"].main, 500)
     graph.store.mark_trainable()
-    ds = Dataset(784, 10, len(x))
+    ds = Dataset(784, 10, len(x), shard)
     ds.data[...] = x.reshape(len(x), 784)
     ds.labels[...] = onehot
     sched = Scheduler(s["sched"].backends)
@@ -75,10 +77,10 @@ def run_c_loop(x: np.ndarray, onehot: np.ndarray, epochs: int, n_threads: int, v
     return list(np.diff(starts + [end]))
 
 
-def run_fit(x: np.ndarray, y: np.ndarray, epochs: int, n_threads: int, val_split: float) -> list[float]:
+def run_fit(x: np.ndarray, y: np.ndarray, epochs: int, n_threads: int, val_split: float, shard: int) -> list[float]:
     h = pgo.models.mnist_fc().fit(x, y, epochs=epochs, batch_size=1000, physical_batch_size=500,
                                   validation_split=val_split, optimizer=pgo.AdamW(lr=1e-3), seed=0,
-                                  n_threads=n_threads, verbose=0)
+                                  n_threads=n_threads, verbose=0, shuffle=shard)
     return list(h["time"])
 
 
@@ -88,6 +90,8 @@ def main(argv=None) -> None:
     ap.add_argument("--build-dir", default=None, help="folder holding bin/mnist-train (as bench_fit.py)")
     ap.add_argument("--epochs", type=int, default=4, help="epochs per run (default 4)")
     ap.add_argument("--reps", type=int, default=6, help="pairs of each comparison (default 6)")
+    ap.add_argument("--shard", type=int, default=10, help="samples per shuffled run, the C loop's dataset "
+                    "shard size and fit's shuffle (default 10, as mnist-train)")
     ap.add_argument("--no-validation", action="store_true", help="validation split 0 (C loop vs fit only: "
                     "mnist-train always validates on 5 %%)")
     args = ap.parse_args(argv)
@@ -107,8 +111,8 @@ def main(argv=None) -> None:
     loop_vs_fit, cpp_vs_loop = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.reps):
-            c = run_c_loop(x, onehot, args.epochs, n_threads, val)
-            f = run_fit(x, y, args.epochs, n_threads, val)
+            c = run_c_loop(x, onehot, args.epochs, n_threads, val, args.shard)
+            f = run_fit(x, y, args.epochs, n_threads, val, args.shard)
             loop_vs_fit.append(med(c) / med(f))
             line = (f"C loop {' '.join(f'{v:.3f}' for v in c)} | fit {' '.join(f'{v:.3f}' for v in f)} "
                     f"| C loop / fit {loop_vs_fit[-1]:.3f}")
