@@ -1065,6 +1065,9 @@ def test_fit_rejects_non_model():
     (lambda: pgo.SGD(lr=float("inf")), "lr"), (lambda: pgo.SGD(lr=float("nan")), "lr"),
     (lambda: pgo.AdamW(beta1=1.5), "beta1"), (lambda: pgo.AdamW(beta1=-0.1), "beta1"),
     (lambda: pgo.AdamW(beta2=1.01), "beta2"), (lambda: pgo.AdamW(beta2=-1), "beta2"),
+    # ggml-opt accepts 1, then divides by 1 - 1**t in the bias correction: NaN weights
+    (lambda: pgo.AdamW(beta1=1.0), r"beta1 must be in \[0.0, 1.0\), got 1.0 \(with 1, AdamW's bias correction"),
+    (lambda: pgo.AdamW(beta2=1), r"beta2 must be in \[0.0, 1.0\), got 1"),
     (lambda: pgo.AdamW(weight_decay=1.5), "weight_decay"), (lambda: pgo.AdamW(weight_decay=-0.1), "weight_decay"),
     (lambda: pgo.SGD(weight_decay=2), "weight_decay"), (lambda: pgo.AdamW(eps=-1e-8), "eps"),
     # ggml-opt receives float32: 1e-50 would arrive as 0.0 (ggml asserts alpha > 0), 1e39 as inf
@@ -1080,8 +1083,8 @@ def test_optimizer_types():
         pgo.SGD(lr="0.1")
     with pytest.raises(TypeError, match="beta1"):
         pgo.AdamW(beta1=None)
-    # the edges of ggml's ranges are accepted
-    pgo.AdamW(lr=1e-9, beta1=0.0, beta2=1.0, weight_decay=1.0)
+    # the edges of the ranges are accepted
+    pgo.AdamW(lr=1e-9, beta1=0.0, beta2=0.999999, weight_decay=1.0)
     pgo.SGD(lr=10.0, weight_decay=0.0)
 
 

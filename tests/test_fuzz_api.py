@@ -89,7 +89,7 @@ def cases(draw):
     case = {"x": x, "y": y, "layers": layers, "epochs": draw(st.integers(0, 2)),
             "batch": physical * draw(st.integers(1, 3)), "physical": physical,
             "val": draw(st.sampled_from([0.0, 0.0, 0.2])), "loss": loss, "opt": draw(st.sampled_from(["adamw", "sgd"])),
-            "lr": draw(st.sampled_from([1e-3, 0.1, 1.0])), "beta1": draw(st.sampled_from([0.9, 0.0, 1.0])),
+            "lr": draw(st.sampled_from([1e-3, 0.1, 1.0])), "beta1": draw(st.sampled_from([0.9, 0.0, 0.999])),
             "wd": draw(st.sampled_from([0.0, 0.5, 1.0])), "backend": "cpu", "mutations": []}
     if n * (1 - case["val"]) < 1:
         case["val"] = 0.0

@@ -14,14 +14,15 @@ from ._lib import ffi, lib
 LearningRate = Union[float, Callable[[int], float]]
 
 
-def _check_range(name: str, value, lo: float, hi: float, lo_open: bool = False) -> float:
+def _check_range(name: str, value, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False,
+                 why: str = "") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     v = float(value)
-    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
+    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
     if not ok:
-        bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
-        raise ValueError(f"{name} must be in {bound}, got {value!r}")
+        bound = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+        raise ValueError(f"{name} must be in {bound}, got {value!r}{why}")
     return v
 
 
@@ -95,7 +96,10 @@ class Optimizer:
 
 
 class AdamW(Optimizer):
-    """AdamW as ggml-opt implements it. Ranges are ggml's: lr > 0, betas and weight decay in [0, 1]."""
+    """AdamW as ggml-opt implements it: lr > 0, betas in [0, 1), eps >= 0, weight decay in [0, 1].
+
+    ggml-opt accepts betas of 1, but its bias correction then divides by 1 - beta**t = 0 and the
+    weights become NaN at the first step, so 1 is refused here (as PyTorch does)."""
 
     type = lib.GGML_OPT_OPTIMIZER_TYPE_ADAMW
     name = "adamw"
@@ -103,8 +107,9 @@ class AdamW(Optimizer):
     def __init__(self, lr: LearningRate = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
                  eps: float = 1e-8, weight_decay: float = 0.0) -> None:
         super().__init__(lr, weight_decay)
-        self.beta1 = _check_range("beta1", beta1, 0.0, 1.0)
-        self.beta2 = _check_range("beta2", beta2, 0.0, 1.0)
+        why = " (with 1, AdamW's bias correction divides by zero)"
+        self.beta1 = _check_range("beta1", beta1, 0.0, 1.0, hi_open=True, why=why)
+        self.beta2 = _check_range("beta2", beta2, 0.0, 1.0, hi_open=True, why=why)
         self.eps = _check_range("eps", eps, 0.0, math.inf)
 
     def _fill(self, p, lr: float) -> None:
