@@ -10,7 +10,7 @@ How ``fit`` drives ggml-opt (see DESIGN.md, "fit(), as data flows"):
      partial batch is filled up with samples from the start of the permutation (so no sample is
      dropped and the graph keeps one batch size). Per physical batch: ``ggml_opt_alloc`` -> the
      batch's row numbers into the graph's input (on the CPU the graph's first op, GET_ROWS, gathers
-     those rows from the dataset on ggml's threads; a device gets the rows gathered on the host) and
+     those rows from the dataset; a device gets the rows gathered on the host) and
      its labels into the label tensor -> ``ggml_opt_eval`` (GIL released).
   4. After each epoch: train loss/accuracy (± uncertainty) from the ggml-opt result, validation
      metrics from a forward pass, callbacks, History.
@@ -35,8 +35,8 @@ from .optim import Optimizer
 from .optim import get as get_optimizer
 
 GRAPH_SIZE = 16384
-# On the CPU, fit's graph gathers each batch from the dataset itself (GET_ROWS on ggml's threads). A
-# switch only so that tests can compare it with the host-side gather every other backend uses.
+# On the CPU, fit's graph gathers each batch from the dataset itself (GET_ROWS). A switch only so that
+# tests can compare it with the host-side gather every other backend uses.
 _GATHER_IN_GRAPH = True
 # fit gathers the labels of a whole epoch at once (in batch order) when they take at most this much.
 _EPOCH_LABELS_MAX_BYTES = 32 << 20
@@ -192,7 +192,7 @@ class _ForwardGraph:
 
     With ``rows_of`` (a dataset's data tensor, ``[ne_datapoint, ndata]``, in host memory) the input
     is instead a vector of ``batch`` row numbers (int32) and the graph starts by gathering those rows
-    (GET_ROWS): the batch is copied by ggml's threads, side by side, instead of by one Python thread.
+    (GET_ROWS): the batch is copied inside ggml's compute instead of by numpy in fit's loop.
     """
 
     def __init__(self, model: Model, backend, batch: int, rows_of=None) -> None:
