@@ -34,7 +34,7 @@ from pyggml_opt import data, train
 from pyggml_opt._lib import lib
 from pyggml_opt.core import Dataset, Scheduler
 
-from bench_fit import EPOCH_RE, cpp_threads, find_tool, run_cpp
+from bench_fit import EPOCH_RE, cpp_threads, find_tool, run_cpp, run_python
 
 
 def run_c_loop(x: np.ndarray, onehot: np.ndarray, epochs: int, n_threads: int, val_split: float,
@@ -77,13 +77,6 @@ def run_c_loop(x: np.ndarray, onehot: np.ndarray, epochs: int, n_threads: int, v
     return list(np.diff(starts + [end]))
 
 
-def run_fit(x: np.ndarray, y: np.ndarray, epochs: int, n_threads: int, val_split: float, shard: int) -> list[float]:
-    h = pgo.models.mnist_fc().fit(x, y, epochs=epochs, batch_size=1000, physical_batch_size=500,
-                                  validation_split=val_split, optimizer=pgo.AdamW(lr=1e-3), seed=0,
-                                  n_threads=n_threads, verbose=0, shuffle=shard)
-    return list(h["time"])
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=None, help="Fashion-MNIST IDX folder (default: Debian's)")
@@ -112,7 +105,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.reps):
             c = run_c_loop(x, onehot, args.epochs, n_threads, val, args.shard)
-            f = run_fit(x, y, args.epochs, n_threads, val, args.shard)
+            f = run_python(x, y, args.epochs, n_threads, args.shard, validation_split=val)
             loop_vs_fit.append(med(c) / med(f))
             line = (f"C loop {' '.join(f'{v:.3f}' for v in c)} | fit {' '.join(f'{v:.3f}' for v in f)} "
                     f"| C loop / fit {loop_vs_fit[-1]:.3f}")

@@ -75,12 +75,15 @@ def cpp_threads() -> int:
     return min(n, (n + 4) // 2)
 
 
+def cpp_args(tool: Path, idx: Path, out: Path, arch: str = "mnist-fc") -> list[str]:
+    """mnist-train's command line: train `arch` on the IDX files in `idx` on the CPU, save to `out`."""
+    return [str(tool), arch, str(out), str(idx / "train-images-idx3-ubyte"), str(idx / "train-labels-idx1-ubyte"), "CPU"]
+
+
 def run_cpp(tool: Path, idx: Path, epochs: int, workdir: Path, arch: str = "mnist-fc") -> tuple[list[float], str]:
     """Per-epoch wall times of mnist-train's first `epochs` epochs of `arch` ("mnist-fc" or "mnist-cnn"),
     and the CPU library it loaded."""
-    out = workdir / f"cpp-{arch}.gguf"
-    args = [str(tool), arch, str(out), str(idx / "train-images-idx3-ubyte"),
-            str(idx / "train-labels-idx1-ubyte"), "CPU"]
+    args = cpp_args(tool, idx, workdir / f"cpp-{arch}.gguf", arch)
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     starts: dict[int, float] = {}
     log = bytearray()
@@ -126,9 +129,11 @@ def python_cpu_lib() -> str:
     return ", ".join(found) or "?"
 
 
-def run_python(x, y, epochs: int, n_threads: int, shuffle: int = CPP_SHUFFLE) -> list[float]:
+def run_python(x, y, epochs: int, n_threads: int, shuffle: int = CPP_SHUFFLE,
+               validation_split: float = 0.05) -> list[float]:
+    """Per-epoch times of model.fit on mnist-fc with mnist-train's hyperparameters."""
     model = pgo.models.mnist_fc()
-    h = model.fit(x, y, epochs=epochs, batch_size=1000, physical_batch_size=500, validation_split=0.05,
+    h = model.fit(x, y, epochs=epochs, batch_size=1000, physical_batch_size=500, validation_split=validation_split,
                   optimizer=pgo.AdamW(lr=1e-3), seed=0, n_threads=n_threads, verbose=0, shuffle=shuffle)
     return list(h["time"])
 
@@ -210,7 +215,7 @@ def main(argv=None) -> dict:
         import cProfile
         import pstats
         print(f"\nprofiling one Python fit ({args.epochs} epochs) -> {args.profile}")
-        cProfile.runctx("run_python(x, y, args.epochs, n_threads)", globals(),
+        cProfile.runctx("run_python(x, y, args.epochs, n_threads, args.shuffle)", globals(),
                         {"run_python": run_python, "x": x, "y": y, "args": args, "n_threads": n_threads},
                         args.profile)
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(15)

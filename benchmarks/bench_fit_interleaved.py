@@ -38,14 +38,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_fit import cpp_threads, find_tool
+from bench_fit import cpp_args, cpp_threads, find_tool
 from pyggml_opt import data
 
 CPP_REPORT = re.compile(rb"train: \[[^\]]*\] data=(\d+)/")   # ggml_opt_epoch_callback_progress_bar
 FIT_REPORT = re.compile(rb"B (\d+)\n")
 FIT_CHILD = r'''
 import os, sys
-import pyggml_opt as pgo
+sys.path.insert(0, sys.argv[4])
+from bench_fit import run_python
 from pyggml_opt import data
 from pyggml_opt.core import OptContext
 (x, y), _ = data.load_fashion_mnist(sys.argv[1] or None, flatten=True)
@@ -56,9 +57,7 @@ def reported(self, *args):
     os.write(1, b"B %d\n" % n[0])
     return out
 OptContext.eval = reported
-pgo.models.mnist_fc().fit(x, y, epochs=30, batch_size=1000, physical_batch_size=500, validation_split=0.05,
-                          optimizer=pgo.AdamW(lr=1e-3), seed=0, n_threads=int(sys.argv[2]), verbose=0,
-                          shuffle=int(sys.argv[3]))
+run_python(x, y, 30, int(sys.argv[2]), int(sys.argv[3]))  # mnist-train's 30 epochs and hyperparameters
 '''
 
 
@@ -67,15 +66,15 @@ class Trainer:
 
     def __init__(self, spec: str, tool: Path, idx: Path, data_dir: str | None, workdir: Path, n: int) -> None:
         if spec == "cpp":
-            args = [str(tool), "mnist-fc", str(workdir / f"cpp{n}.gguf"), str(idx / "train-images-idx3-ubyte"),
-                    str(idx / "train-labels-idx1-ubyte"), "CPU"]
+            args = cpp_args(tool, idx, workdir / f"cpp{n}.gguf")
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             self.fd, self.pattern, self.per_batch = self.proc.stderr.fileno(), CPP_REPORT, 500
         else:
             m = re.fullmatch(r"fit shuffle=(\d+)", spec)
             if not m:
                 raise SystemExit(f"unknown process {spec!r}: 'cpp' or 'fit shuffle=K'")
-            args = [sys.executable, "-c", FIT_CHILD, data_dir or "", str(cpp_threads()), m.group(1)]
+            args = [sys.executable, "-c", FIT_CHILD, data_dir or "", str(cpp_threads()), m.group(1),
+                    str(Path(__file__).resolve().parent)]
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE)
             self.fd, self.pattern, self.per_batch = self.proc.stdout.fileno(), FIT_REPORT, 1
         self.spec, self.buf, self.steps = spec, bytearray(), []
