@@ -710,13 +710,11 @@ def _check_shuffle(shuffle, batch_size: int) -> int:
     """fit's ``shuffle`` as the length of the runs of consecutive samples it shuffles (0: none)."""
     if isinstance(shuffle, (bool, np.bool_)):
         return int(shuffle)
-    if isinstance(shuffle, str):
-        if shuffle != "batch":
-            raise ValueError(f"shuffle must be True, False, 'batch' or a positive int, got {shuffle!r}")
-        return batch_size
-    if not isinstance(shuffle, (int, np.integer)):
+    if not isinstance(shuffle, (str, int, np.integer)):
         raise TypeError(f"shuffle must be a bool, 'batch' or a positive int, got {type(shuffle).__name__}")
-    if shuffle < 1:
+    if shuffle == "batch":
+        return batch_size
+    if isinstance(shuffle, str) or shuffle < 1:
         raise ValueError(f"shuffle must be True, False, 'batch' or a positive int, got {shuffle!r}")
     return int(shuffle)
 
