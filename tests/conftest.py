@@ -7,3 +7,24 @@ Marker ``slow``: tests that take minutes (the 30-epoch CNN accuracy target). The
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes minutes; runs by default, deselect with -m 'not slow'")
+
+
+import pytest  # noqa: E402
+
+import pyggml_opt as pgo  # noqa: E402
+from support import FAST, blobs, mlp  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def data():
+    """240 samples of 6 features in 3 well-separated classes."""
+    return blobs()
+
+
+@pytest.fixture(scope="module")
+def trained(data):
+    """A small MLP trained on ``data`` for 5 epochs."""
+    x, y = data
+    m = mlp()
+    m.fit(x, y, epochs=5, batch_size=16, optimizer=pgo.AdamW(lr=1e-2), **FAST)
+    return m

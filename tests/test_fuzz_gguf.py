@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import pyggml_opt as pgo
+from pyggml_opt.nn import serialize
 
 N_FILES = 1000
 N_CHILDREN = 8
@@ -119,7 +120,7 @@ def test_hostile_metadata_is_rejected(tmp_path):
     for what, overrides in cases.items():
         path = tmp_path / "bad.gguf"
         with GGUFFile() as f:
-            meta = {"general.architecture": "pyggml_opt", "pyggml_opt.config": json.dumps(model.config()),
+            meta = {"general.architecture": "pyggml_opt", "pyggml_opt.config": json.dumps(serialize(model)),
                     "pyggml_opt.input_shape": "[4]", "pyggml_opt.loss": ""}
             meta.update(overrides)
             for k, v in meta.items():
@@ -133,7 +134,7 @@ def test_hostile_metadata_is_rejected(tmp_path):
     path = tmp_path / "shape.gguf"
     with GGUFFile() as f:
         f.set("general.architecture", "pyggml_opt")
-        f.set("pyggml_opt.config", json.dumps(model.config()))
+        f.set("pyggml_opt.config", json.dumps(serialize(model)))
         f.set("pyggml_opt.input_shape", "[4]")
         f.add_tensor("0.weight", np.zeros((3, 4), np.float32))
         f.add_tensor("0.bias", np.zeros((2,), np.float32))

@@ -35,7 +35,7 @@ from pyggml_opt import ffi, lib, ops
 from pyggml_opt.core import Buffer, Context, Scheduler
 from pyggml_opt.core import tensor_data
 from pyggml_opt.nn import layers as L
-from pyggml_opt.nn.tensor import Tensor, new_input
+from pyggml_opt.nn.ops import Tensor, new_input
 
 GRAPH = 4096
 FD_H = 1e-6
@@ -456,7 +456,7 @@ NO_BACKWARD_SCRIPT = textwrap.dedent("""
     import numpy as np
     import pyggml_opt as pgo
     from pyggml_opt import lib
-    from pyggml_opt.nn.tensor import Tensor
+    from pyggml_opt.nn.ops import Tensor
 
     def raw(fn_name):
         fn = getattr(lib, fn_name)

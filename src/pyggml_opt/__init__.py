@@ -7,27 +7,22 @@
     loss, accuracy = model.evaluate(x_test, y_test)
     model.save("fc.gguf"); same = pgo.load("fc.gguf")
 
-Layers, outside in: this module (high level) -> ``train`` (fit / evaluate / predict) and ``io``
-(GGUF) -> ``nn`` (ops, layers, models) -> ``core`` (one owning object per C handle) -> ``_lib``
-(the raw cffi binding, 1:1 with ggml's headers: ``pyggml_opt.ffi``, ``pyggml_opt.lib``).
+Layers, outside in (docs/architecture.md): this module -> ``models`` (Sequential, FunctionModel,
+the zoo) -> ``training`` (fit / evaluate / predict, callbacks) -> ``saving`` (GGUF files,
+checkpoints) -> ``nn`` (ops, layers, networks, graphs) -> ``core`` (one owning object per C handle)
+-> ``_lib`` (the raw cffi binding, 1:1 with ggml's headers: ``pyggml_opt.ffi``, ``pyggml_opt.lib``).
 """
 from ._lib import ffi, lib  # noqa: F401
-from .core import devices
 from . import models
-from .nn import FunctionModel, Model, Sequential, Tensor, layers, ops
-from .optim import SGD, AdamW, Optimizer
-from .train import (Callback, EarlyStopping, History, LambdaCallback, ModelCheckpoint, evaluate, fit,
-                    predict)
+from .core import devices
+from .models import FunctionModel, Model, Sequential
+from .nn import Tensor, layers, ops
+from .saving import load, save
+from .training import (SGD, AdamW, Callback, CallbackList, EarlyStopping, History, LambdaCallback, ModelCheckpoint,
+                       MonitorCallback, Optimizer, ReduceLROnPlateau, evaluate, fit, predict)
 
 __version__ = "0.1.0"
 
-
-def load(path) -> Model:
-    """Load a model saved with ``Model.save`` (or by ggml's mnist-train): see ``pyggml_opt.io``."""
-    from .io import load as _load
-    return _load(path)
-
-
-__all__ = ["AdamW", "Callback", "EarlyStopping", "FunctionModel", "History", "LambdaCallback", "Model",
-           "ModelCheckpoint", "Optimizer", "SGD", "Sequential", "Tensor", "devices", "evaluate", "fit",
-           "layers", "load", "models", "ops", "predict"]
+__all__ = ["AdamW", "Callback", "CallbackList", "EarlyStopping", "FunctionModel", "History", "LambdaCallback",
+           "Model", "ModelCheckpoint", "MonitorCallback", "Optimizer", "ReduceLROnPlateau", "SGD", "Sequential",
+           "Tensor", "devices", "evaluate", "fit", "layers", "load", "models", "ops", "predict", "save"]

@@ -1,11 +1,12 @@
 """Owning objects: one Python object per ggml C handle (see handle.py for the rules)."""
-from .backend import Backend, Buffer, Device, devices
+from .backend import Backend, Buffer, Device, devices, find_device
 from .context import Context
 from .dataset import Dataset
+from .gguf import GGUFFile
 from .handle import ClosedError, Handle
 from .opt_context import LOSS_TYPES, OptContext
 from .result import Result
-from .scheduler import Scheduler
+from .scheduler import GRAPH_SIZE, Scheduler
 
-__all__ = ["Backend", "Buffer", "ClosedError", "Context", "Dataset", "Device", "Handle", "LOSS_TYPES",
-           "OptContext", "Result", "Scheduler", "devices"]
+__all__ = ["Backend", "Buffer", "ClosedError", "Context", "Dataset", "Device", "GGUFFile", "GRAPH_SIZE", "Handle",
+           "LOSS_TYPES", "OptContext", "Result", "Scheduler", "devices", "find_device"]

@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass
 
 from .._lib import c_str, cpu_proc, ffi, lib
+from ..checks import check_int
 from .handle import Handle
 
 _DEVICE_TYPES = {
@@ -38,34 +39,57 @@ def devices() -> list[Device]:
     return out
 
 
-def _find_device(name: str):
-    """Device by ggml name ("CPU", "CUDA0", "Metal") or by kind ("cpu", "cuda", "metal", "gpu")."""
-    key = name.lower()
-    kinds = {"cpu": lib.GGML_BACKEND_DEVICE_TYPE_CPU, "gpu": lib.GGML_BACKEND_DEVICE_TYPE_GPU}
-    for i in range(lib.ggml_backend_dev_count()):
-        dev = lib.ggml_backend_dev_get(i)
-        dev_name = c_str(lib.ggml_backend_dev_name(dev)).lower()
-        reg_name = c_str(lib.ggml_backend_reg_name(lib.ggml_backend_dev_backend_reg(dev))).lower()
-        if key in (dev_name, reg_name) or (key in kinds and lib.ggml_backend_dev_type(dev) == kinds[key]):
-            return dev
-    known = ", ".join(repr(d.name) for d in devices())
-    raise ValueError(f"backend {name!r} is not available in this build; devices found: {known} "
-                     "(build with -C cmake.define.GGML_CUDA=ON or GGML_METAL=ON for GPUs)")
+# The names people use that differ from ggml's registry names (ggml registers Metal as "MTL").
+_REGISTRY_ALIASES = {"metal": "mtl"}
+# Backends whose sources are vendored (vendor/ggml/src), with the CMake option that builds them; a
+# backend that is not vendored gets no hint, since no option of this build could provide it.
+_BUILD_OPTIONS = {"cuda": "GGML_CUDA=ON", "metal": "GGML_METAL=ON (macOS)"}
+
+
+def find_device(name: str):
+    """The ggml device for a backend name, case-insensitive.
+
+    ``"cpu"``; ``"cuda"`` / ``"cuda:1"`` (the first / second CUDA device); ``"metal"``; ``"gpu"`` /
+    ``"gpu:1"`` (discrete GPUs first, then integrated ones); or a ggml device name (``"CUDA0"``,
+    ``"MTL0"``). Raises ValueError listing this build's devices when nothing matches.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"backend must be a str such as 'cpu', 'cuda' or 'cuda:1', got {type(name).__name__}")
+    key = name.strip().lower()
+    kind, _, index = key.partition(":")
+    if index and not index.isdigit():
+        raise ValueError(f"backend {name!r}: the device index after ':' must be a non-negative int")
+    devs = [lib.ggml_backend_dev_get(i) for i in range(lib.ggml_backend_dev_count())]
+    if kind == "cpu":
+        matches = [d for d in devs if lib.ggml_backend_dev_type(d) == lib.GGML_BACKEND_DEVICE_TYPE_CPU]
+    elif kind == "gpu":
+        matches = [d for t in (lib.GGML_BACKEND_DEVICE_TYPE_GPU, lib.GGML_BACKEND_DEVICE_TYPE_IGPU)
+                   for d in devs if lib.ggml_backend_dev_type(d) == t]
+    else:
+        reg = _REGISTRY_ALIASES.get(kind, kind)
+        matches = [d for d in devs if c_str(lib.ggml_backend_reg_name(lib.ggml_backend_dev_backend_reg(d))).lower() == reg]
+        if not matches and not index:
+            matches = [d for d in devs if c_str(lib.ggml_backend_dev_name(d)).lower() == key]
+    i = int(index or 0)
+    if i < len(matches):
+        return matches[i]
+    known = ", ".join(f"{d.name} ({d.type})" for d in devices())
+    hint = _BUILD_OPTIONS.get(kind)
+    how = f"; to add it, rebuild with `pip install . -C cmake.define.{hint}`" if hint else ""
+    raise ValueError(f"backend {name!r} is not available in this build, which has: {known}{how}")
 
 
 class Backend(Handle):
     """Owns a ``ggml_backend_t`` for one device.
 
-    ``name``: "cpu" (default), "cuda", "metal", "gpu" or a ggml device name such as "CUDA0".
+    ``name``: a backend name as ``find_device`` reads it ("cpu", "cuda:1", "metal", "gpu", "CUDA0").
     ``n_threads`` applies to the CPU backend (default: all cores).
     """
 
     _kind = "backend"
 
     def __init__(self, name: str = "cpu", n_threads: int | None = None) -> None:
-        if not isinstance(name, str):
-            raise TypeError(f"backend must be a str such as 'cpu' or 'cuda', got {type(name).__name__}")
-        dev = _find_device(name)
+        dev = find_device(name)
         super().__init__(lib.ggml_backend_dev_init(dev, ffi.NULL), lib.ggml_backend_free)
         self.device_name = c_str(lib.ggml_backend_dev_name(dev))
         self.is_cpu = lib.ggml_backend_dev_type(dev) == lib.GGML_BACKEND_DEVICE_TYPE_CPU
@@ -76,10 +100,7 @@ class Backend(Handle):
         """Threads of the CPU backend (None: all cores). Ignored on other backends."""
         if n_threads is None:
             n_threads = os.cpu_count() or 1
-        if not isinstance(n_threads, int) or isinstance(n_threads, bool) or n_threads < 1:
-            raise ValueError(f"n_threads must be a positive int, got {n_threads!r}")
-        if n_threads > lib.GGML_MAX_N_THREADS:
-            raise ValueError(f"n_threads must be at most {lib.GGML_MAX_N_THREADS}, got {n_threads}")
+        n_threads = check_int("n_threads", n_threads, 1, lib.GGML_MAX_N_THREADS)
         fn = cpu_proc("ggml_backend_set_n_threads", "ggml_backend_set_n_threads_t")
         if self.is_cpu and fn is not None:
             fn(self.ptr, n_threads)

@@ -1,6 +1,6 @@
 """The base of every owning object: one Python object per C handle, freed exactly once.
 
-Rules (see DESIGN.md, "Ownership"):
+Rules (docs/architecture.md, "Ownership"):
   1. The C pointer is freed by a ``weakref.finalize`` that also holds the objects it depends on
      (a buffer holds its backend, an opt context its scheduler ...), so dependencies outlive their
      dependants whatever order the garbage collector picks, and at interpreter exit the finalizers

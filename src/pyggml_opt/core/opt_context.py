@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 
 from .._lib import ffi, lib
+from ..checks import check_int
 from .handle import Handle
 
 LOSS_TYPES = {
@@ -39,31 +40,35 @@ def pyggml_get_optimizer_params(userdata):
 
 
 class OptContext(Handle):
-    """Owns a ``ggml_opt_context_t`` with static graphs.
+    """Owns a ``ggml_opt_context_t``, in either of ggml-opt's two graph modes.
 
     Steps, as in ggml-opt.h:
-      1. ``inputs`` must be allocated (have data) and ``outputs`` built from them in ``ctx_compute``;
-      2. per physical batch: ``alloc(backward)``, write inputs/labels, ``eval(result)``;
-      3. every ``opt_period`` backward passes the optimizer ``optimizer`` steps once.
+      1. Static graphs (``static=(ctx_compute, inputs, outputs)``): ``inputs`` are allocated in a
+         backend buffer and ``outputs`` built from them in ``ctx_compute`` before this object is
+         made; ggml-opt adds the loss, gradients and optimizer step once. Allocation-based graphs
+         (``static=None``): before each ``alloc``, ``prepare_alloc`` hands over a forward graph built
+         for that batch (any shape) in a fresh compute context; ggml-opt allocates its inputs.
+      2. Per physical batch: ``alloc(backward)``, write inputs (and ``labels``), ``eval(result)``.
+      3. Every ``opt_period`` backward passes the optimizer ``optimizer`` steps once.
     ``optimizer`` is an object with ``type`` (ggml_opt_optimizer_type) and ``c_params()`` (returns
     ``struct ggml_opt_optimizer_params``); it is called back through ``pyggml_get_optimizer_params``.
-    The context keeps the scheduler, compute context, inputs' owner and optimizer alive.
+    The context keeps the scheduler, compute context(s), inputs' owner and optimizer alive.
     """
 
     _kind = "ggml-opt context"
 
-    def __init__(self, scheduler, ctx_compute, inputs, outputs, loss: str, optimizer=None,
-                 opt_period: int = 1, forward_only: bool = False, keep_alive=()) -> None:
+    def __init__(self, scheduler, loss: str, optimizer=None, *, static=None, opt_period: int = 1,
+                 forward_only: bool = False, keep_alive=()) -> None:
         if loss not in LOSS_TYPES:
             raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_TYPES)}")
-        if not isinstance(opt_period, int) or opt_period < 1:
-            raise ValueError(f"opt_period must be an int >= 1, got {opt_period!r}")
-        if inputs.data == ffi.NULL:
-            raise ValueError("inputs must be allocated in a backend buffer before ggml_opt_init (static graphs)")
+        opt_period = check_int("opt_period", opt_period)
         params = lib.ggml_opt_default_params(scheduler.ptr, LOSS_TYPES[loss])
-        params.ctx_compute = ctx_compute.ptr
-        params.inputs = inputs
-        params.outputs = outputs
+        ctx_compute = None
+        if static is not None:
+            ctx_compute, inputs, outputs = static
+            if inputs.data == ffi.NULL:
+                raise ValueError("inputs must be allocated in a backend buffer before ggml_opt_init (static graphs)")
+            params.ctx_compute, params.inputs, params.outputs = ctx_compute.ptr, inputs, outputs
         params.opt_period = opt_period
         params.build_type = lib.GGML_OPT_BUILD_TYPE_FORWARD if forward_only else lib.GGML_OPT_BUILD_TYPE_OPT
         self._userdata = None
@@ -75,9 +80,21 @@ class OptContext(Handle):
         super().__init__(lib.ggml_opt_init(params), lib.ggml_opt_free,
                          scheduler, ctx_compute, self._userdata, optimizer, *keep_alive)
         self.scheduler, self.optimizer, self.loss_type = scheduler, optimizer, loss
-        self.opt_period = opt_period
+        self.static = static is not None
+        self._prepared = None
+
+    def prepare_alloc(self, ctx_compute, graph, inputs, outputs, keep_alive=None) -> None:
+        """Allocation-based graphs: the forward ``graph`` (a ``struct ggml_cgraph *`` in ``ctx_compute``,
+        ``inputs`` not yet allocated) to allocate next. ``ctx_compute`` must be fresh for every call:
+        ggml-opt adds the loss to it. ``keep_alive`` is held until the next call."""
+        if self.static:
+            raise ValueError("prepare_alloc is for allocation-based graphs; this context has static graphs")
+        lib.ggml_opt_prepare_alloc(self.ptr, ctx_compute.ptr, graph, inputs, outputs)
+        self._prepared = (ctx_compute, keep_alive)
 
     def alloc(self, backward: bool) -> None:
+        if not self.static and self._prepared is None:
+            raise ValueError("allocation-based graphs: call prepare_alloc before alloc")
         lib.ggml_opt_alloc(self.ptr, backward)
 
     def eval(self, result=None) -> None:
@@ -90,22 +107,11 @@ class OptContext(Handle):
         if self.optimizer is not None:
             self.optimizer.raise_pending()
 
-    def reset(self, optimizer: bool) -> None:
-        lib.ggml_opt_reset(self.ptr, optimizer)
-
-    @property
-    def inputs(self):
-        return lib.ggml_opt_inputs(self.ptr)
-
-    @property
-    def outputs(self):
-        return lib.ggml_opt_outputs(self.ptr)
-
     @property
     def labels(self):
         """The labels tensor (cross-entropy and mse losses), else NULL."""
         return lib.ggml_opt_labels(self.ptr)
 
-    @property
-    def loss(self):
-        return lib.ggml_opt_loss(self.ptr)
+    def close(self) -> None:
+        super().close()
+        self._prepared = None

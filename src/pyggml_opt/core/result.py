@@ -1,7 +1,5 @@
-"""ggml_opt_result: loss, accuracy and predictions accumulated over batches."""
+"""ggml_opt_result: loss and accuracy accumulated over batches."""
 from __future__ import annotations
-
-import numpy as np
 
 from .._lib import ffi, lib
 from .handle import Handle
@@ -34,10 +32,3 @@ class Result(Handle):
         v, u = ffi.new("double *"), ffi.new("double *")
         lib.ggml_opt_result_accuracy(self.ptr, v, u)
         return float(v[0]), float(u[0])
-
-    def pred(self) -> np.ndarray:
-        """Predicted class per datapoint (cross-entropy loss only)."""
-        out = np.empty(self.ndata, np.int32)
-        if out.size:
-            lib.ggml_opt_result_pred(self.ptr, ffi.from_buffer(out))
-        return out

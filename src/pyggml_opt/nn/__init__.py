@@ -1,7 +1,14 @@
-"""Graph building: tensor ops (``ops``), layers, and models."""
-from . import layers
-from . import tensor as ops
-from .model import FunctionModel, Model, Sequential
-from .tensor import Tensor
+"""Graphs: tensor ops, shapes, parameters, forward graphs, layers and networks. Knows nothing of
+training: a network is what ``pyggml_opt.training`` trains and ``pyggml_opt.saving`` writes."""
+from . import layers, ops
+from .backward import check_backward
+from .functional import FunctionModel
+from .graph import ForwardGraph, output_shape_of
+from .network import Network
+from .ops import Tensor
+from .params import ParamStore
+from .registry import deserialize, register, serialize
+from .sequential import Sequential
 
-__all__ = ["FunctionModel", "Model", "Sequential", "Tensor", "layers", "ops"]
+__all__ = ["ForwardGraph", "FunctionModel", "Network", "ParamStore", "Sequential", "Tensor", "check_backward",
+           "deserialize", "layers", "ops", "output_shape_of", "register", "serialize"]

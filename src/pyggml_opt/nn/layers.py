@@ -2,8 +2,10 @@
 
 A layer's shapes exclude the batch axis. ``output_shape(input_shape)`` validates the input shape and
 is called when the model is built, so a mismatch is a ValueError naming the layer, never a ggml abort.
-Parameters are created by the model (``Model.params``); ``init(shape, rng)`` gives their initial values
-(PyTorch's defaults: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases).
+Parameters are created by the model; ``init(pname, shape, rng)`` gives their initial values (PyTorch's
+defaults: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases). ``get_config()`` returns the
+constructor arguments and ``from_config`` rebuilds the layer; each class is registered by name
+(``registry.py``), so adding a layer here is all a saved model needs to know about it.
 """
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ from typing import Sequence
 
 import numpy as np
 
-from . import tensor as F
-from .tensor import Tensor
+from ..checks import check_int, check_number, check_pair
+from . import ops as F
+from .ops import Tensor
+from .registry import register
+from .shapes import conv2d_output_hw, pool2d_output_hw
 
 
 class Layer:
@@ -32,12 +37,16 @@ class Layer:
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         raise NotImplementedError
 
-    def config(self) -> dict:
-        """Constructor arguments, for saving the architecture."""
-        return {}
+    def get_config(self) -> dict:
+        """Constructor arguments (JSON-ready), for saving and copying the architecture."""
+        return {"name": self.name}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "Layer":
+        return cls(**config)
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "name")
         return f"{type(self).__name__}({args})"
 
     def _fail(self, input_shape, expected: str) -> None:
@@ -50,19 +59,13 @@ def _uniform(rng: np.random.Generator, shape, fan_in: int) -> np.ndarray:
     return rng.uniform(-bound, bound, size=shape).astype(np.float32)
 
 
-def _positive_int(name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
-    return int(v)
-
-
 class Linear(Layer):
     """y = x W^T + b: (in_features,) -> (out_features,). ``weight`` (out, in), ``bias`` (out,)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, name: str | None = None) -> None:
         super().__init__(name)
-        self.in_features = _positive_int("in_features", in_features)
-        self.out_features = _positive_int("out_features", out_features)
+        self.in_features = check_int("in_features", in_features)
+        self.out_features = check_int("out_features", out_features)
         self.bias = bool(bias)
 
     def output_shape(self, input_shape):
@@ -79,8 +82,8 @@ class Linear(Layer):
     def forward(self, x, params):
         return F.linear(x, params["weight"], params.get("bias"))
 
-    def config(self):
-        return {"in_features": self.in_features, "out_features": self.out_features, "bias": self.bias}
+    def get_config(self):
+        return {**super().get_config(), "in_features": self.in_features, "out_features": self.out_features, "bias": self.bias}
 
 
 class Conv2d(Layer):
@@ -91,21 +94,20 @@ class Conv2d(Layer):
                  stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
                  dilation: int | Sequence[int] = 1, bias: bool = True, name: str | None = None) -> None:
         super().__init__(name)
-        self.in_channels = _positive_int("in_channels", in_channels)
-        self.out_channels = _positive_int("out_channels", out_channels)
-        self.kernel_size = F._pair(kernel_size, "kernel_size")
-        self.stride = F._pair(stride, "stride")
-        self.padding = F._pair(padding, "padding", 0)
-        self.dilation = F._pair(dilation, "dilation")
+        self.in_channels = check_int("in_channels", in_channels)
+        self.out_channels = check_int("out_channels", out_channels)
+        self.kernel_size = check_pair("kernel_size", kernel_size)
+        self.stride = check_pair("stride", stride)
+        self.padding = check_pair("padding", padding, 0)
+        self.dilation = check_pair("dilation", dilation)
         self.bias = bool(bias)
 
     def output_shape(self, input_shape):
         if len(input_shape) != 3 or input_shape[0] != self.in_channels:
             self._fail(input_shape, f"(channels={self.in_channels}, height, width); add Reshape(...) for flat rows")
         _, h, w = input_shape
-        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel_size, self.stride, self.padding, self.dilation
-        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-        ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        kh, kw = self.kernel_size
+        oh, ow = conv2d_output_hw((h, w), self.kernel_size, self.stride, self.padding, self.dilation)
         if oh < 1 or ow < 1:
             self._fail(input_shape, f"height and width of at least the kernel {self.kernel_size}")
         self.param_shapes = {"kernel": (self.out_channels, self.in_channels, kh, kw)}
@@ -120,8 +122,8 @@ class Conv2d(Layer):
         y = F.conv_2d(x, params["kernel"], self.stride, self.padding, self.dilation)
         return F.add(y, params["bias"]) if self.bias else y
 
-    def config(self):
-        return {"in_channels": self.in_channels, "out_channels": self.out_channels,
+    def get_config(self):
+        return {**super().get_config(), "in_channels": self.in_channels, "out_channels": self.out_channels,
                 "kernel_size": list(self.kernel_size), "stride": list(self.stride),
                 "padding": list(self.padding), "dilation": list(self.dilation), "bias": self.bias}
 
@@ -132,24 +134,24 @@ class _Pool2d(Layer):
     def __init__(self, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
                  padding: int | Sequence[int] = 0, name: str | None = None) -> None:
         super().__init__(name)
-        self.kernel_size = F._pair(kernel_size, "kernel_size")
-        self.stride = F._pair(stride if stride is not None else self.kernel_size, "stride")
-        self.padding = F._pair(padding, "padding", 0)
+        self.kernel_size = check_pair("kernel_size", kernel_size)
+        self.stride = check_pair("stride", stride if stride is not None else self.kernel_size)
+        self.padding = check_pair("padding", padding, 0)
 
     def output_shape(self, input_shape):
         if len(input_shape) != 3:
             self._fail(input_shape, "(channels, height, width)")
         c, h, w = input_shape
-        (kh, kw), (sh, sw), (ph, pw) = self.kernel_size, self.stride, self.padding
-        if h + 2 * ph < kh or w + 2 * pw < kw:
+        hw = pool2d_output_hw((h, w), self.kernel_size, self.stride, self.padding)
+        if hw is None:
             self._fail(input_shape, f"height and width of at least the window {self.kernel_size}")
-        return (c, (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1)
+        return (c, *hw)
 
     def forward(self, x, params):
         return F.pool_2d(x, self.kind, self.kernel_size, self.stride, self.padding)
 
-    def config(self):
-        return {"kernel_size": list(self.kernel_size), "stride": list(self.stride), "padding": list(self.padding)}
+    def get_config(self):
+        return {**super().get_config(), "kernel_size": list(self.kernel_size), "stride": list(self.stride), "padding": list(self.padding)}
 
 
 class MaxPool2d(_Pool2d):
@@ -177,7 +179,7 @@ class Reshape(Layer):
 
     def __init__(self, shape: Sequence[int], name: str | None = None) -> None:
         super().__init__(name)
-        self.shape = tuple(_positive_int("shape entries", s) for s in shape)
+        self.shape = tuple(check_int("shape entries", s) for s in shape)
         if not 1 <= len(self.shape) <= 3:
             raise ValueError(f"Reshape: shape must have 1 to 3 entries (batch axis excluded), got {self.shape}")
 
@@ -189,8 +191,8 @@ class Reshape(Layer):
     def forward(self, x, params):
         return F.reshape(x, x.shape[0], *self.shape)
 
-    def config(self):
-        return {"shape": list(self.shape)}
+    def get_config(self):
+        return {**super().get_config(), "shape": list(self.shape)}
 
 
 def _activation(name: str, fn, doc: str):
@@ -219,10 +221,8 @@ class LayerNorm(Layer):
     def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True,
                  name: str | None = None) -> None:
         super().__init__(name)
-        self.normalized_shape = _positive_int("normalized_shape", normalized_shape)
-        if not (isinstance(eps, (int, float)) and eps > 0 and math.isfinite(eps)):
-            raise ValueError(f"eps must be a positive number, got {eps!r}")
-        self.eps = float(eps)
+        self.normalized_shape = check_int("normalized_shape", normalized_shape)
+        self.eps = check_number("eps", eps, 0.0, math.inf, lo_open=True)
         self.elementwise_affine = bool(elementwise_affine)
 
     def output_shape(self, input_shape):
@@ -241,10 +241,11 @@ class LayerNorm(Layer):
             y = F.add(F.mul(y, params["weight"]), params["bias"])
         return y
 
-    def config(self):
-        return {"normalized_shape": self.normalized_shape, "eps": self.eps,
+    def get_config(self):
+        return {**super().get_config(), "normalized_shape": self.normalized_shape, "eps": self.eps,
                 "elementwise_affine": self.elementwise_affine}
 
 
-LAYER_TYPES = {cls.__name__: cls for cls in (Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten, Reshape, ReLU,
-                                             Sigmoid, Tanh, GELU, SiLU, Softmax, LayerNorm)}
+for _cls in (Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten, Reshape, ReLU, Sigmoid, Tanh, GELU, SiLU, Softmax,
+             LayerNorm):
+    register(_cls)

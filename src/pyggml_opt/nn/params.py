@@ -6,7 +6,7 @@ import numpy as np
 from .._lib import ffi, lib
 from ..core import Backend, Buffer, Context
 from ..core import tensor_data
-from .tensor import Tensor
+from .ops import Tensor
 
 
 MAX_NAME = 64  # GGML_MAX_NAME: ggml_tensor.name is char[64]

@@ -1,14 +1,15 @@
 """Training checkpoints: weights plus the optimizer state, so that training resumes exactly.
 
-A checkpoint is a model GGUF file (``pyggml_opt.io``, loadable with ``pgo.load``) with, in addition:
+A checkpoint is a model GGUF file (``model_file.py``, loadable with ``pgo.load``) with, in addition:
   - ``pyggml_opt.checkpoint.epoch``: epochs completed;
   - ``pyggml_opt.checkpoint.optimizer``: "adamw" or "sgd"; ``.iter``: ggml-opt's optimizer iteration
     (1 + steps taken; AdamW's bias correction); ``.step``: steps taken (the learning-rate schedule's clock);
   - tensors ``optimizer.m.<param>`` and ``optimizer.v.<param>``: the AdamW moments.
 ggml-opt keeps that state private; vendor/patches/0002 adds the accessors used here.
 
-``fit(..., resume_from=path)`` restores all of it, and replays the shuffling of the epochs already
-done, so that stopping after epoch k and resuming gives the weights of an uninterrupted run.
+``fit(..., resume_from=path)`` restores all of it (``training.session.TrainingSession.write_state``),
+and replays the shuffling of the epochs already done, so that stopping after epoch k and resuming
+gives the weights of an uninterrupted run.
 """
 from __future__ import annotations
 
@@ -16,11 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._lib import ffi, lib
-from .core import tensor_data
-from .core.gguf import GGUFFile
-from .io import _read_weights, save
-from .nn.model import Model
+from ..core import GGUFFile
+from ..nn import Network
+from .model_file import read_weights, save
 
 PREFIX = "pyggml_opt.checkpoint."
 
@@ -36,36 +35,7 @@ class OptimizerState:
     v: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def read_state(opt_ctx, store, optimizer) -> OptimizerState:
-    """The optimizer state of a live ggml-opt context whose parameters are ``store``'s tensors."""
-    state = OptimizerState(optimizer.name, int(lib.ggml_opt_get_iter(opt_ctx.ptr)), optimizer.step)
-    for name, t in store.tensors.items():
-        m, v = lib.ggml_opt_grad_m(opt_ctx.ptr, t.ptr), lib.ggml_opt_grad_v(opt_ctx.ptr, t.ptr)
-        if m != ffi.NULL and v != ffi.NULL:
-            state.m[name] = tensor_data.get(m, t.ndim)
-            state.v[name] = tensor_data.get(v, t.ndim)
-    return state
-
-
-def write_state(opt_ctx, store, optimizer, state: OptimizerState) -> None:
-    """Put ``state`` into a freshly initialised ggml-opt context (before its first step)."""
-    if state.optimizer != optimizer.name:
-        raise ValueError(f"the checkpoint was trained with {state.optimizer!r}, this fit uses {optimizer.name!r}")
-    if state.iter < 1 or state.step < 0:
-        raise ValueError(f"corrupt checkpoint: optimizer iteration {state.iter}, step {state.step}")
-    for name, t in store.tensors.items():
-        m, v = lib.ggml_opt_grad_m(opt_ctx.ptr, t.ptr), lib.ggml_opt_grad_v(opt_ctx.ptr, t.ptr)
-        if m == ffi.NULL:
-            continue
-        if name not in state.m or name not in state.v:
-            raise ValueError(f"the checkpoint has no AdamW moments for parameter {name!r}")
-        tensor_data.set(m, state.m[name])
-        tensor_data.set(v, state.v[name])
-    lib.ggml_opt_set_iter(opt_ctx.ptr, state.iter)
-    optimizer.step = state.step
-
-
-def save_checkpoint(model: Model, path, epoch: int, state: OptimizerState) -> None:
+def save_checkpoint(model: Network, path, epoch: int, state: OptimizerState) -> None:
     """Write model + optimizer state after ``epoch`` completed epochs."""
     extra = {PREFIX + "epoch": int(epoch), PREFIX + "optimizer": state.optimizer,
              PREFIX + "iter": int(state.iter), PREFIX + "step": int(state.step)}
@@ -74,7 +44,7 @@ def save_checkpoint(model: Model, path, epoch: int, state: OptimizerState) -> No
     save(model, path, extra, tensors)
 
 
-def load_checkpoint(path, model: Model) -> tuple[dict[str, np.ndarray], int, OptimizerState]:
+def load_checkpoint(path, model: Network) -> tuple[dict[str, np.ndarray], int, OptimizerState]:
     """(weights, epochs completed, optimizer state) from a checkpoint written for ``model``."""
     with GGUFFile.read(path) as f:
         epoch = f.get(PREFIX + "epoch")
@@ -84,7 +54,7 @@ def load_checkpoint(path, model: Model) -> tuple[dict[str, np.ndarray], int, Opt
         name, it, step = f.get(PREFIX + "optimizer"), f.get(PREFIX + "iter"), f.get(PREFIX + "step")
         if not isinstance(name, str) or not isinstance(it, int) or not isinstance(step, int):
             raise ValueError(f"{path!s}: corrupt checkpoint metadata")
-        weights = _read_weights(f, model, f.get("general.architecture", ""))
+        weights = read_weights(f, model)
         state = OptimizerState(name, it, step)
         names = set(f.tensor_names())
         for pname, shape in model.param_shapes.items():

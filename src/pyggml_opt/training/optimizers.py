@@ -9,27 +9,16 @@ from __future__ import annotations
 import math
 from typing import Callable, Union
 
-from ._lib import ffi, lib
+from .._lib import ffi, lib
+from ..checks import check_number
 
 LearningRate = Union[float, Callable[[int], float]]
-
-
-def _check_range(name: str, value, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False,
-                 why: str = "") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    v = float(value)
-    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    if not ok:
-        bound = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
-        raise ValueError(f"{name} must be in {bound}, got {value!r}{why}")
-    return v
 
 
 def _check_lr(name: str, value) -> float:
     """A learning rate: > 0 and still > 0 and finite as the float32 ggml-opt receives (a smaller value
     becomes 0.0 there, and ggml-opt aborts on alpha <= 0)."""
-    v = _check_range(name, value, 0.0, math.inf, lo_open=True)
+    v = check_number(name, value, 0.0, math.inf, lo_open=True)
     as_f32 = float(ffi.cast("float", v))
     if not (0.0 < as_f32 < math.inf):
         raise ValueError(f"{name} must be in (0.0, inf] and representable as a float32 (about 1.4e-45 to "
@@ -48,7 +37,7 @@ class Optimizer:
             self.schedule, self.lr = lr, None
         else:
             self.schedule, self.lr = None, _check_lr("lr", lr)
-        self.weight_decay = _check_range("weight_decay", weight_decay, 0.0, 1.0)
+        self.weight_decay = check_number("weight_decay", weight_decay, 0.0, 1.0)
         self.step = 0
         self._pending: BaseException | None = None
         self._last_lr = self.lr if self.lr is not None else None
@@ -91,8 +80,14 @@ class Optimizer:
     def _fill(self, p, lr: float) -> None:
         raise NotImplementedError
 
-    def state(self) -> dict:
-        return {"name": self.name, "step": self.step}
+    def scale_lr(self, factor: float, min_lr: float = 0.0) -> float:
+        """Multiply the (constant) learning rate by ``factor``, not below ``min_lr``; returns the new
+        value. A schedule cannot be scaled: it owns the learning rate."""
+        if self.schedule is not None:
+            raise ValueError("this optimizer's learning rate is a schedule (a callable), which cannot be "
+                             "scaled; use a constant lr with ReduceLROnPlateau")
+        self.lr = _check_lr("lr", max(self.lr * factor, min_lr))
+        return self.lr
 
 
 class AdamW(Optimizer):
@@ -108,9 +103,9 @@ class AdamW(Optimizer):
                  eps: float = 1e-8, weight_decay: float = 0.0) -> None:
         super().__init__(lr, weight_decay)
         why = " (with 1, AdamW's bias correction divides by zero)"
-        self.beta1 = _check_range("beta1", beta1, 0.0, 1.0, hi_open=True, why=why)
-        self.beta2 = _check_range("beta2", beta2, 0.0, 1.0, hi_open=True, why=why)
-        self.eps = _check_range("eps", eps, 0.0, math.inf)
+        self.beta1 = check_number("beta1", beta1, 0.0, 1.0, hi_open=True, why=why)
+        self.beta2 = check_number("beta2", beta2, 0.0, 1.0, hi_open=True, why=why)
+        self.eps = check_number("eps", eps, 0.0, math.inf)
 
     def _fill(self, p, lr: float) -> None:
         p.adamw.alpha, p.adamw.beta1, p.adamw.beta2 = lr, self.beta1, self.beta2

@@ -1,4 +1,4 @@
-"""Symbolic tensors for building ggml graphs from Python.
+"""Symbolic tensors and the ops that build ggml graphs from them.
 
 A ``Tensor`` wraps a ``struct ggml_tensor *``. Shapes are in numpy order (batch first), the reverse
 of ggml's ``ne``. Ops that create tensors put them in the compute context of the first argument
@@ -11,20 +11,31 @@ from __future__ import annotations
 from typing import Sequence
 
 from .._lib import c_str, ffi, lib
+from ..checks import check_pair
+from ..core import ClosedError
 from ..core.tensor_data import ne_of, shape_of
+from .shapes import conv2d_output_hw, pool2d_output_hw
 
 
 class Tensor:
-    """A node of a ggml graph being built (or a parameter)."""
+    """A node of a ggml graph being built (or a parameter). Using it after the context that holds it
+    was closed raises ``ClosedError`` instead of reading freed memory."""
 
-    __slots__ = ("ptr", "ctx", "ndim", "_owner")
+    __slots__ = ("_ptr", "ctx", "ndim", "_owner")
 
     def __init__(self, ptr, ctx=None, owner=None, ndim: int | None = None) -> None:
-        self.ptr = ptr          # struct ggml_tensor *
+        self._ptr = ptr         # struct ggml_tensor *
         self.ctx = ctx          # core.Context the graph is built in (None for parameters)
         # numpy rank: ggml does not store it (a batch of one looks like a vector)
         self.ndim = ndim if ndim is not None else max(1, lib.ggml_n_dims(ptr))
-        self._owner = owner     # keeps the context / buffer holding `ptr` alive
+        self._owner = owner     # the context (a core Handle) holding `ptr`; kept alive by this tensor
+
+    @property
+    def ptr(self):
+        """The ``struct ggml_tensor *``."""
+        if self._owner is not None and self._owner.closed:
+            raise ClosedError("this tensor's graph context is closed")
+        return self._ptr
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -40,6 +51,8 @@ class Tensor:
         return c_str(lib.ggml_op_desc(self.ptr))
 
     def __repr__(self) -> str:
+        if self._owner is not None and self._owner.closed:
+            return "Tensor(<graph context closed>)"
         return f"Tensor(shape={self.shape}, op={self.op}, name={self.name!r})"
 
     # arithmetic sugar
@@ -50,7 +63,8 @@ class Tensor:
     def __neg__(self): return neg(self)
 
 
-def _ctx(*tensors: Tensor):
+def graph_context(*tensors: Tensor):
+    """The compute context of the first tensor that has one."""
     for t in tensors:
         if t.ctx is not None:
             return t.ctx
@@ -58,23 +72,21 @@ def _ctx(*tensors: Tensor):
                      "a value computed from it); parameters alone cannot start a graph")
 
 
-def _wrap(ptr, *args: Tensor, ndim: int | None = None) -> Tensor:
-    ctx = _ctx(*args)
+def wrap(ptr, *args: Tensor, ndim: int | None = None) -> Tensor:
+    """A new graph node ``ptr`` computed from ``args``, in their compute context."""
+    ctx = graph_context(*args)
     return Tensor(ptr, ctx, ctx, ndim if ndim is not None else max(t.ndim for t in args))
 
 
-def _full(shape: tuple[int, ...]) -> list[int]:
-    return ne_of(shape)
-
-
-def _check_tensor(name: str, t) -> None:
+def check_tensor(name: str, t) -> None:
+    """TypeError unless ``t`` is a Tensor."""
     if not isinstance(t, Tensor):
         raise TypeError(f"{name} must be a Tensor, got {type(t).__name__}")
 
 
 def _check_repeat(a: Tensor, b: Tensor, op: str) -> None:
-    _check_tensor("a", a), _check_tensor("b", b)
-    na, nb = _full(a.shape), _full(b.shape)
+    check_tensor("a", a), check_tensor("b", b)
+    na, nb = ne_of(a.shape), ne_of(b.shape)
     if any(x % y for x, y in zip(na, nb)) or any(y == 0 for y in nb):
         raise ValueError(f"{op}: shape {b.shape} cannot be broadcast to {a.shape} "
                          "(each dimension of b must divide the matching one of a; b is repeated over a)")
@@ -84,7 +96,7 @@ def _check_repeat(a: Tensor, b: Tensor, op: str) -> None:
 def add(a: Tensor, b: Tensor) -> Tensor:
     """a + b, b broadcast (repeated) over a."""
     _check_repeat(a, b, "add")
-    return _wrap(lib.ggml_add(_ctx(a, b).ptr, a.ptr, b.ptr), a, b)
+    return wrap(lib.ggml_add(graph_context(a, b).ptr, a.ptr, b.ptr), a, b)
 
 
 def sub(a: Tensor, b: Tensor) -> Tensor:
@@ -92,13 +104,13 @@ def sub(a: Tensor, b: Tensor) -> Tensor:
     _check_repeat(a, b, "sub")
     if a.shape != b.shape:
         return add(a, scale(b, -1.0))
-    return _wrap(lib.ggml_sub(_ctx(a, b).ptr, a.ptr, b.ptr), a, b)
+    return wrap(lib.ggml_sub(graph_context(a, b).ptr, a.ptr, b.ptr), a, b)
 
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
     """a * b element-wise, b broadcast over a."""
     _check_repeat(a, b, "mul")
-    return _wrap(lib.ggml_mul(_ctx(a, b).ptr, a.ptr, b.ptr), a, b)
+    return wrap(lib.ggml_mul(graph_context(a, b).ptr, a.ptr, b.ptr), a, b)
 
 
 def div(a: Tensor, b: Tensor) -> Tensor:
@@ -106,23 +118,23 @@ def div(a: Tensor, b: Tensor) -> Tensor:
     _check_repeat(a, b, "div")
     if a.shape != b.shape:
         return mul(a, exp(neg(log(b))))
-    return _wrap(lib.ggml_div(_ctx(a, b).ptr, a.ptr, b.ptr), a, b)
+    return wrap(lib.ggml_div(graph_context(a, b).ptr, a.ptr, b.ptr), a, b)
 
 
 def scale(a: Tensor, s: float, bias: float = 0.0) -> Tensor:
     """a * s + bias."""
-    _check_tensor("a", a)
+    check_tensor("a", a)
     if bias:
-        return _wrap(lib.ggml_scale_bias(_ctx(a).ptr, a.ptr, float(s), float(bias)), a)
-    return _wrap(lib.ggml_scale(_ctx(a).ptr, a.ptr, float(s)), a)
+        return wrap(lib.ggml_scale_bias(graph_context(a).ptr, a.ptr, float(s), float(bias)), a)
+    return wrap(lib.ggml_scale(graph_context(a).ptr, a.ptr, float(s)), a)
 
 
 def _unary(fn_name: str):
     fn = getattr(lib, fn_name)
 
     def op(a: Tensor) -> Tensor:
-        _check_tensor("a", a)
-        return _wrap(fn(_ctx(a).ptr, a.ptr), a)
+        check_tensor("a", a)
+        return wrap(fn(graph_context(a).ptr, a.ptr), a)
 
     op.__name__ = fn_name[len("ggml_"):]
     op.__doc__ = f"Element-wise {op.__name__} (``{fn_name}``)."
@@ -171,8 +183,8 @@ def layer_norm(a: Tensor, eps: float = 1e-5) -> Tensor:
 
 def softmax(a: Tensor) -> Tensor:
     """Softmax over the last (numpy) axis."""
-    _check_tensor("a", a)
-    return _wrap(lib.ggml_soft_max(_ctx(a).ptr, a.ptr), a)
+    check_tensor("a", a)
+    return wrap(lib.ggml_soft_max(graph_context(a).ptr, a.ptr), a)
 
 
 # ---- reductions -----------------------------------------------------------------------------------
@@ -182,36 +194,36 @@ def mean(a: Tensor) -> Tensor:
     Built as sum_rows * (1/n), not ggml_mean: ggml's MEAN backward accumulates with ggml_add1, which
     asserts a scalar, so it aborts whenever the input also gets a gradient from another path (as in
     layer_norm: x - mean(x)). SUM_ROWS' backward handles that case."""
-    _check_tensor("a", a)
+    check_tensor("a", a)
     n = int(a.ptr.ne[0])
-    return scale(_wrap(lib.ggml_sum_rows(_ctx(a).ptr, a.ptr), a), 1.0 / n)
+    return scale(wrap(lib.ggml_sum_rows(graph_context(a).ptr, a.ptr), a), 1.0 / n)
 
 
 def sum_rows(a: Tensor) -> Tensor:
     """Sum over the last (numpy) axis, kept as size 1."""
-    _check_tensor("a", a)
-    return _wrap(lib.ggml_sum_rows(_ctx(a).ptr, a.ptr), a)
+    check_tensor("a", a)
+    return wrap(lib.ggml_sum_rows(graph_context(a).ptr, a.ptr), a)
 
 
 def sum(a: Tensor) -> Tensor:  # noqa: A001 - ggml's name
     """Sum of all elements (a scalar)."""
-    _check_tensor("a", a)
-    return _wrap(lib.ggml_sum(_ctx(a).ptr, a.ptr), a, ndim=1)
+    check_tensor("a", a)
+    return wrap(lib.ggml_sum(graph_context(a).ptr, a.ptr), a, ndim=1)
 
 
 # ---- linear algebra -------------------------------------------------------------------------------
 def mul_mat(a: Tensor, b: Tensor) -> Tensor:
     """ggml_mul_mat: for a of shape (..., M, K) and b of shape (..., N, K), returns b @ a^T of
     shape (..., N, M). a's batch dims must divide b's."""
-    _check_tensor("a", a), _check_tensor("b", b)
-    na, nb = _full(a.shape), _full(b.shape)
+    check_tensor("a", a), check_tensor("b", b)
+    na, nb = ne_of(a.shape), ne_of(b.shape)
     if na[0] != nb[0]:
         raise ValueError(f"mul_mat: the last axes must match, got {a.shape} and {b.shape}")
     if nb[2] % na[2] or nb[3] % na[3]:
         raise ValueError(f"mul_mat: batch dims of {a.shape} must divide those of {b.shape}")
     if lib.ggml_is_transposed(a.ptr):
         raise ValueError("mul_mat: a must not be transposed (make it contiguous with cont())")
-    return _wrap(lib.ggml_mul_mat(_ctx(a, b).ptr, a.ptr, b.ptr), a, b)
+    return wrap(lib.ggml_mul_mat(graph_context(a, b).ptr, a.ptr, b.ptr), a, b)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -223,7 +235,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 # ---- shape ----------------------------------------------------------------------------------------
 def reshape(a: Tensor, *shape: int) -> Tensor:
     """The same elements with numpy-order ``shape`` (at most 4 dims; one entry may be -1)."""
-    _check_tensor("a", a)
+    check_tensor("a", a)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     n = lib.ggml_nelements(a.ptr)
@@ -245,8 +257,8 @@ def reshape(a: Tensor, *shape: int) -> Tensor:
     if not lib.ggml_is_contiguous(a.ptr):
         a = cont(a)
     ne = ne_of(tuple(shape))
-    ctx = _ctx(a).ptr
-    return _wrap(lib.ggml_reshape_4d(ctx, a.ptr, ne[0], ne[1], ne[2], ne[3]), a, ndim=len(shape))
+    ctx = graph_context(a).ptr
+    return wrap(lib.ggml_reshape_4d(ctx, a.ptr, ne[0], ne[1], ne[2], ne[3]), a, ndim=len(shape))
 
 
 def permute(a: Tensor, *axes: int) -> Tensor:
@@ -255,7 +267,7 @@ def permute(a: Tensor, *axes: int) -> Tensor:
     ggml_permute alone gives a strided view, and most ggml ops assert contiguous rows (some when the
     graph is built, others only when it is computed or differentiated), so the view is copied here
     (ggml_cont, differentiable) and no op of this module ever receives a non-contiguous tensor."""
-    _check_tensor("a", a)
+    check_tensor("a", a)
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
         axes = tuple(axes[0])
     nd = a.ndim
@@ -271,14 +283,14 @@ def permute(a: Tensor, *axes: int) -> Tensor:
     # the gradients of a tensor with several users) asserts contiguous rows on it; RESHAPE's backward
     # makes its gradient contiguous, so `a` goes through a same-shape reshape first.
     src = a if lib.ggml_is_contiguous(a.ptr) else cont(a)
-    same = _wrap(lib.ggml_reshape(_ctx(src).ptr, src.ptr, src.ptr), src)
-    return cont(_wrap(lib.ggml_permute(_ctx(a).ptr, same.ptr, *pos), a))
+    same = wrap(lib.ggml_reshape(graph_context(src).ptr, src.ptr, src.ptr), src)
+    return cont(wrap(lib.ggml_permute(graph_context(a).ptr, same.ptr, *pos), a))
 
 
 def cont(a: Tensor) -> Tensor:
     """A contiguous copy."""
-    _check_tensor("a", a)
-    return _wrap(lib.ggml_cont(_ctx(a).ptr, a.ptr), a)
+    check_tensor("a", a)
+    return wrap(lib.ggml_cont(graph_context(a).ptr, a.ptr), a)
 
 
 def flatten(a: Tensor) -> Tensor:
@@ -292,42 +304,34 @@ def conv_2d(x: Tensor, kernel: Tensor, stride: int | Sequence[int] = 1, padding:
             dilation: int | Sequence[int] = 1) -> Tensor:
     """2-D convolution (im2col + mul_mat, differentiable): x (n, c_in, h, w), kernel
     (c_out, c_in, kh, kw) -> (n, c_out, h_out, w_out)."""
-    _check_tensor("x", x), _check_tensor("kernel", kernel)
-    sh, sw = _pair(stride, "stride")
-    ph, pw = _pair(padding, "padding", 0)
-    dh, dw = _pair(dilation, "dilation")
-    xs, ks = _full(x.shape), _full(kernel.shape)  # ne order: [w, h, c, n]
+    check_tensor("x", x), check_tensor("kernel", kernel)
+    sh, sw = check_pair("stride", stride)
+    ph, pw = check_pair("padding", padding, 0)
+    dh, dw = check_pair("dilation", dilation)
+    xs, ks = ne_of(x.shape), ne_of(kernel.shape)  # ne order: [w, h, c, n]
     if xs[2] != ks[2]:
         raise ValueError(f"conv_2d: input has {xs[2]} channels, kernel expects {ks[2]} "
                          f"(input {x.shape}, kernel {kernel.shape})")
-    oh = (xs[1] + 2 * ph - dh * (ks[1] - 1) - 1) // sh + 1
-    ow = (xs[0] + 2 * pw - dw * (ks[0] - 1) - 1) // sw + 1
+    oh, ow = conv2d_output_hw((xs[1], xs[0]), (ks[1], ks[0]), (sh, sw), (ph, pw), (dh, dw))
     if oh < 1 or ow < 1:
         raise ValueError(f"conv_2d: kernel {kernel.shape[-2:]} does not fit input {x.shape[-2:]} with padding {(ph, pw)}")
-    return _wrap(lib.ggml_conv_2d(_ctx(x, kernel).ptr, kernel.ptr, x.ptr, sw, sh, pw, ph, dw, dh), x, kernel, ndim=4)
+    return wrap(lib.ggml_conv_2d(graph_context(x, kernel).ptr, kernel.ptr, x.ptr, sw, sh, pw, ph, dw, dh), x, kernel, ndim=4)
 
 
 def pool_2d(x: Tensor, kind: str, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
             padding: int | Sequence[int] = 0) -> Tensor:
     """Max or average pooling over the last two axes of x (n, c, h, w); kind: "max" or "avg"."""
-    _check_tensor("x", x)
+    check_tensor("x", x)
     ops = {"max": lib.GGML_OP_POOL_MAX, "avg": lib.GGML_OP_POOL_AVG}
     if kind not in ops:
         raise ValueError(f"pool_2d: kind must be 'max' or 'avg', got {kind!r}")
-    kh, kw = _pair(kernel_size, "kernel_size")
-    sh, sw = _pair(stride if stride is not None else (kh, kw), "stride")
-    ph, pw = _pair(padding, "padding", 0)
-    xs = _full(x.shape)
-    if xs[1] + 2 * ph < kh or xs[0] + 2 * pw < kw:
+    kh, kw = check_pair("kernel_size", kernel_size)
+    sh, sw = check_pair("stride", stride if stride is not None else (kh, kw))
+    ph, pw = check_pair("padding", padding, 0)
+    xs = ne_of(x.shape)
+    if pool2d_output_hw((xs[1], xs[0]), (kh, kw), (sh, sw), (ph, pw)) is None:
         raise ValueError(f"pool_2d: window {(kh, kw)} does not fit input {x.shape[-2:]}")
-    return _wrap(lib.ggml_pool_2d(_ctx(x).ptr, x.ptr, ops[kind], kw, kh, sw, sh, float(pw), float(ph)), x, ndim=4)
-
-
-def _pair(v, name: str, lo: int = 1) -> tuple[int, int]:
-    vals = (v, v) if isinstance(v, int) and not isinstance(v, bool) else tuple(v) if isinstance(v, (tuple, list)) else None
-    if vals is None or len(vals) != 2 or any(not isinstance(i, int) or isinstance(i, bool) or i < lo for i in vals):
-        raise ValueError(f"{name} must be an int >= {lo} or a pair of them, got {v!r}")
-    return vals
+    return wrap(lib.ggml_pool_2d(graph_context(x).ptr, x.ptr, ops[kind], kw, kh, sw, sh, float(pw), float(ph)), x, ndim=4)
 
 
 def new_input(ctx, shape: tuple[int, ...], name: str = "input") -> Tensor:

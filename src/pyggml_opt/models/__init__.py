@@ -1,0 +1,5 @@
+"""User-facing models: ``Model``, ``Sequential``, ``FunctionModel`` and the model zoo."""
+from .model import FunctionModel, Model, Sequential
+from .zoo import mnist_cnn, mnist_fc
+
+__all__ = ["FunctionModel", "Model", "Sequential", "mnist_cnn", "mnist_fc"]

@@ -1,0 +1,91 @@
+"""A network's forward graph for one batch size, in either of ggml-opt's graph modes, and the shape
+inference that builds a graph without data."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._lib import lib
+from ..core import GRAPH_SIZE, Buffer, Context
+from ..core import tensor_data
+from .ops import Tensor, cont, new_input
+from .params import ParamStore
+
+
+class ForwardGraph:
+    """The forward graph of ``network`` for ``batch`` samples, over the parameters in ``store``.
+
+    Static (``static=True``, ggml-opt's static graphs and fit's training graph): the input lives in a
+    buffer of its own on the store's backend, so the graph is built once and evaluated many times.
+    With ``rows_of`` (a host tensor ``[ne_datapoint, ndata]``, a dataset's data) the input is instead
+    ``batch`` row numbers (int32) and the graph starts by gathering those rows (GET_ROWS): the batch
+    is copied inside ggml's compute instead of by numpy.
+    Allocation-based (``static=False``): the input is left for ggml-opt's scheduler to allocate; the
+    graph is built for one evaluation (``ggml_opt_prepare_alloc``), so any batch size works.
+    """
+
+    def __init__(self, network, store: ParamStore, batch: int, *, static: bool = True, rows_of=None) -> None:
+        self.batch = batch
+        self.store = store
+        self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE, grads=static)
+        self.ctx_static = self.buf_static = None
+        shape = (batch, *network.input_shape)
+        if static:
+            self.ctx_static = Context(1)
+            if rows_of is None:
+                inp = new_input(self.ctx_static, shape, "input").ptr
+            else:
+                inp = lib.ggml_new_tensor_1d(self.ctx_static.ptr, lib.GGML_TYPE_I32, batch)
+                lib.ggml_set_name(inp, b"batch_rows")
+            self.buf_static = Buffer(self.ctx_static, store.backend)
+        else:
+            inp = new_input(self.ctx_compute, shape, "input").ptr
+        self.inputs = inp
+        lib.ggml_set_input(inp)
+        if rows_of is None:
+            x_ptr = inp
+        else:
+            rows = lib.ggml_get_rows(self.ctx_compute.ptr, rows_of, inp)
+            x_ptr = lib.ggml_reshape_4d(self.ctx_compute.ptr, rows, *tensor_data.ne_of(shape))
+        out = network.forward(Tensor(x_ptr, self.ctx_compute, self.ctx_compute, len(shape)), store.tensors)
+        if out.shape != (batch, *network.output_shape):
+            raise ValueError(f"the model produced outputs of shape {out.shape}, expected {(batch, *network.output_shape)}")
+        if out.ptr.type != lib.GGML_TYPE_F32:
+            raise ValueError("the model's output must be float32")
+        if not lib.ggml_is_contiguous(out.ptr):
+            out = cont(out)
+        self.outputs = out.ptr
+        lib.ggml_set_name(self.outputs, b"outputs")
+        lib.ggml_set_output(self.outputs)
+        self.gf = None
+        if not static:
+            self.gf = lib.ggml_new_graph_custom(self.ctx_compute.ptr, GRAPH_SIZE, False)
+            lib.ggml_build_forward_expand(self.gf, self.outputs)
+
+    def set_input(self, xb: np.ndarray) -> None:
+        """Write one batch (``batch`` rows) into the input, once it is allocated."""
+        tensor_data.set(self.inputs, xb)
+
+    def output(self) -> np.ndarray:
+        """The outputs of the last evaluation, (batch, *output_shape)."""
+        return tensor_data.get(self.outputs, 2)
+
+    def close(self) -> None:
+        for owner in (self.buf_static, self.ctx_static, self.ctx_compute):
+            if owner is not None:
+                owner.close()
+
+
+def output_shape_of(network, param_shapes: dict[str, tuple[int, ...]], input_shape) -> tuple[int, ...]:
+    """Build ``network``'s graph for one sample (no data, no backend) to learn its output shape."""
+    ctx = Context(GRAPH_SIZE)
+    ctx_p = Context(max(1, len(param_shapes)))
+    try:
+        params = {}
+        for name, shape in param_shapes.items():
+            params[name] = new_input(ctx_p, shape, name)
+            params[name].ctx = None
+        out = network.forward(new_input(ctx, (1, *input_shape)), params)
+        return out.shape[1:]
+    finally:
+        ctx.close()
+        ctx_p.close()

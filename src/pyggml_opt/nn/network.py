@@ -1,0 +1,212 @@
+"""``Network``: the base of every model as a graph: shapes, parameters and their memory.
+
+A network is built for an input shape (batch axis excluded): its parameters get names, shapes and
+initial values drawn from ``seed``. Weights live in numpy until the network is first run, then in a
+backend buffer (``ParamStore``); ``get_weights`` / ``set_weights`` move them as dicts of arrays.
+Layers above this one (training) keep what they make for a network, such as its scheduler and
+cached graphs, as *attachments*: ``close()`` frees them with the parameter buffer, and so does
+dropping the network. Copies (``copy.copy``, ``copy.deepcopy``, ``clone``) are independent: same
+architecture, weights, loss and history, no native state shared.
+"""
+from __future__ import annotations
+
+import copy
+import threading
+
+import numpy as np
+
+from .ops import Tensor
+from .params import ParamStore
+
+
+class Network:
+    """Base class of models. Subclasses implement ``_build_shapes``, ``_init_param``, ``forward``,
+    ``get_config`` / ``from_config`` (the architecture, for saving and copying)."""
+
+    def __init__(self) -> None:
+        self.input_shape: tuple[int, ...] | None = None
+        self.output_shape: tuple[int, ...] | None = None
+        self.param_shapes: dict[str, tuple[int, ...]] = {}
+        self.loss: str | None = None  # the loss last trained with (predict applies softmax for cross_entropy)
+        self.history = None
+        self.stop_training = False
+        self._weights: dict[str, np.ndarray] | None = None
+        self._store: ParamStore | None = None
+        self._attachments: dict[str, object] = {}
+        # Re-entrant: callbacks run in fit's thread and may call predict / evaluate; other threads are
+        # refused by a non-blocking acquire. ``busy`` says what pins the parameters (fit running).
+        self.lock = threading.RLock()
+        self.busy: str | None = None
+
+    # ---- to implement -----------------------------------------------------------------------------
+    def _build_shapes(self, input_shape: tuple[int, ...]) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+        """Parameter shapes and output shape for ``input_shape``; raises ValueError if it does not fit."""
+        raise NotImplementedError
+
+    def _init_param(self, name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        """The graph of the model for input ``x`` (shape (batch, *input_shape))."""
+        raise NotImplementedError
+
+    def get_config(self) -> dict:
+        """The architecture: what ``from_config`` needs to make an unbuilt network like this one."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_config(cls, config: dict) -> "Network":
+        raise NotImplementedError
+
+    # ---- building -------------------------------------------------------------------------------------
+    @property
+    def built(self) -> bool:
+        return self.input_shape is not None
+
+    def build(self, input_shape, seed: int | None = 0) -> "Network":
+        """Fix the input shape (batch axis excluded) and initialise the weights from ``seed``."""
+        rng = np.random.default_rng(seed)
+        return self._build(input_shape, lambda name, shape: self._init_param(name, shape, rng))
+
+    def _build(self, input_shape, init) -> "Network":
+        input_shape = tuple(int(d) for d in input_shape)
+        if not 1 <= len(input_shape) <= 3 or any(d < 1 for d in input_shape):
+            raise ValueError(f"input_shape must have 1 to 3 positive entries (batch axis excluded), got {input_shape}")
+        shapes, out = self._build_shapes(input_shape)
+        if len(out) != 1:
+            raise ValueError(f"the model's output must be (batch, features), got per-sample shape {out}; "
+                             "end it with Flatten() or Linear(...)")
+        self.check_not_busy("build")
+        self.input_shape, self.output_shape, self.param_shapes = input_shape, out, shapes
+        self._drop_store()
+        self._weights = {name: init(name, shape) for name, shape in shapes.items()}
+        return self
+
+    def ensure_built(self, input_shape, seed: int | None = 0) -> None:
+        """Build for ``input_shape`` unless built; ValueError if built for another shape."""
+        input_shape = tuple(input_shape)
+        if not self.built:
+            self.build(input_shape, seed)
+        elif input_shape != self.input_shape:
+            raise ValueError(f"the model was built for samples of shape {self.input_shape}, got {input_shape}")
+
+    def require_built(self) -> None:
+        if not self.built:
+            raise ValueError("the model is not built yet: call build(input_shape) or fit() first")
+
+    # ---- weights ----------------------------------------------------------------------------------------
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """A copy of every parameter as float32 numpy arrays, by name."""
+        self.require_built()
+        if self._store is not None:
+            return self._store.get()
+        return {k: v.copy() for k, v in self._weights.items()}
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Replace parameters (all or some) from numpy arrays of the exact shapes."""
+        self.require_built()
+        if not isinstance(weights, dict):
+            raise TypeError(f"weights must be a dict name -> array, got {type(weights).__name__}")
+        clean = {}
+        for name, value in weights.items():
+            if name not in self.param_shapes:
+                raise ValueError(f"unknown parameter {name!r}; the model has {list(self.param_shapes)}")
+            arr = np.asarray(value)
+            if arr.dtype.kind not in "fiu":
+                raise TypeError(f"parameter {name!r}: expected a numeric array, got dtype {arr.dtype}")
+            if arr.shape != self.param_shapes[name]:
+                raise ValueError(f"parameter {name!r}: expected shape {self.param_shapes[name]}, got {arr.shape}")
+            arr = np.ascontiguousarray(arr, dtype=np.float32)
+            if not np.isfinite(arr).all():
+                raise ValueError(f"parameter {name!r} contains NaN or inf")
+            clean[name] = arr
+        if self._store is not None:
+            self._store.set(clean)
+        else:
+            self._weights.update({k: v.copy() for k, v in clean.items()})
+
+    def count_params(self) -> int:
+        return int(sum(np.prod(s) for s in self.param_shapes.values()))
+
+    def params_on(self, backend) -> ParamStore:
+        """The parameters as ggml tensors on ``backend`` (moved there through numpy if elsewhere)."""
+        self.require_built()
+        if self._store is not None and self._store.backend is backend:
+            return self._store
+        weights = self.get_weights()
+        self._drop_store()
+        store = ParamStore(self.param_shapes, backend)
+        store.set(weights)
+        self._store, self._weights = store, None
+        return store
+
+    def _drop_store(self) -> None:
+        if self._store is not None:
+            self._weights = self._store.get()
+            self._store.close()
+            self._store = None
+
+    # ---- native resources -----------------------------------------------------------------------------
+    def check_not_busy(self, what: str) -> None:
+        """RuntimeError while something (fit) uses the parameter buffer: freeing or replacing it from
+        a callback would crash."""
+        if self.busy is not None:
+            raise RuntimeError(f"cannot {what} the model while {self.busy} (called from a callback)")
+
+    def attachment(self, key: str):
+        """What an upper layer attached under ``key``, or None."""
+        return self._attachments.get(key)
+
+    def attach(self, key: str, resource) -> None:
+        """Keep ``resource`` (an object with ``close()``) for this network, closing what was there."""
+        old = self._attachments.pop(key, None)
+        if old is not None and old is not resource:
+            old.close()
+        self._attachments[key] = resource
+
+    def close(self) -> None:
+        """Free the ggml memory of the weights and of everything attached (the weights stay available
+        in numpy; using the network again re-creates what it needs). Idempotent."""
+        with self.lock:
+            self.check_not_busy("close")
+            self._drop_store()
+            while self._attachments:
+                self._attachments.popitem()[1].close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- copies -------------------------------------------------------------------------------------------
+    def clone(self) -> "Network":
+        """An independent copy: same architecture, weights, loss and history; no native state shared."""
+        cls, args = self.__reduce__()
+        return cls(*args[:-1], copy.deepcopy(args[-1]))
+
+    def __reduce__(self):
+        # What pickle (and clone) keep: the architecture, the weights in numpy, the loss, the history.
+        weights = self.get_weights() if self.built else None
+        return restore, (type(self), self.get_config(), self.input_shape, weights, self.loss, self.history)
+
+    def __copy__(self) -> "Network":
+        return self.clone()
+
+    def __deepcopy__(self, memo) -> "Network":
+        return self.clone()
+
+    def summary(self) -> str:
+        lines = [f"{type(self).__name__}: input {self.input_shape}, output {self.output_shape}, "
+                 f"{self.count_params()} parameters"]
+        lines += [f"  {name}: {shape}" for name, shape in self.param_shapes.items()]
+        return "\n".join(lines)
+
+
+def restore(cls: type, config: dict, input_shape, weights: dict | None, loss: str | None, history) -> Network:
+    """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
+    network = cls.from_config(config)
+    if input_shape is not None:
+        network._build(input_shape, lambda name, shape: weights[name])
+    network.loss, network.history = loss, history
+    return network

@@ -1,0 +1,53 @@
+"""``Sequential``: layers applied in order."""
+from __future__ import annotations
+
+from .layers import Layer
+from .network import Network
+from .registry import deserialize, serialize
+
+
+class Sequential(Network):
+    """Layers applied in order. Parameter names are ``<layer name>.<param>`` where a layer's name is
+    its ``name`` argument or its index in the list (as in PyTorch: "0.weight", "2.bias")."""
+
+    def __init__(self, layers: list[Layer], input_shape=None) -> None:
+        super().__init__()
+        if not isinstance(layers, (list, tuple)) or not layers:
+            raise ValueError("Sequential needs a non-empty list of layers")
+        for i, layer in enumerate(layers):
+            if not isinstance(layer, Layer):
+                raise TypeError(f"layer {i} is a {type(layer).__name__}, not a pyggml_opt layer")
+        names = [layer.name or str(i) for i, layer in enumerate(layers)]
+        if len(set(names)) != len(names):
+            raise ValueError(f"layer names must be unique, got {names}")
+        self.layers, self.layer_names = list(layers), names
+        if input_shape is not None:
+            self.build(input_shape)
+
+    def _build_shapes(self, input_shape):
+        shapes, shape = {}, input_shape
+        for name, layer in zip(self.layer_names, self.layers):
+            shape = layer.output_shape(shape)
+            shapes.update({f"{name}.{p}": s for p, s in layer.param_shapes.items()})
+        return shapes, tuple(shape)
+
+    def _init_param(self, name, shape, rng):
+        lname, pname = name.rsplit(".", 1)
+        return self.layers[self.layer_names.index(lname)].init(pname, shape, rng)
+
+    def forward(self, x, params):
+        for name, layer in zip(self.layer_names, self.layers):
+            x = layer.forward(x, {p: params[f"{name}.{p}"] for p in layer.param_shapes})
+        return x
+
+    def get_config(self) -> dict:
+        return {"layers": [serialize(layer) for layer in self.layers]}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "Sequential":
+        if not isinstance(config, dict) or not isinstance(config.get("layers"), list):
+            raise ValueError("a Sequential configuration needs a list of layers")
+        return cls([deserialize(spec, Layer) for spec in config["layers"]])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}([" + ", ".join(map(repr, self.layers)) + "])"

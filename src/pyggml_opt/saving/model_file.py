@@ -1,0 +1,130 @@
+"""Saving and loading models as GGUF files.
+
+A file holds:
+  - ``general.architecture``: "pyggml_opt" (the generic layout) or a registered layout such as ggml's
+    "mnist-fc" / "mnist-cnn" (``formats.py``);
+  - ``pyggml_opt.config``: the architecture as JSON (``nn.serialize``: class name and configuration,
+    layers included), ``pyggml_opt.input_shape`` and ``pyggml_opt.loss``;
+  - one float32 tensor per parameter, named as the model names it (a registered layout may store a
+    tensor differently: mnist-cnn's dense weight is in ggml's flattening order).
+Loading validates every tensor's presence, type and shape before the model gets its weights.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from ..core import GGUFFile
+from ..nn import Network, deserialize, serialize
+from .formats import GENERIC, FileFormat, format_named, format_of, known_architectures
+
+
+def save(model: Network, path, extra: dict | None = None, extra_tensors: dict | None = None) -> None:
+    """Write ``model`` to ``path`` (GGUF). The file is replaced atomically.
+
+    ``extra`` (key -> str/int/float/bool) and ``extra_tensors`` (name -> array) are added as they are;
+    ``checkpoint.py`` stores the optimizer state this way.
+    """
+    if not isinstance(model, Network):
+        raise TypeError(f"model must be a pyggml_opt model, got {type(model).__name__}")
+    model.require_built()
+    fmt = format_of(model)
+    spec = serialize(model)
+    try:
+        config = json.dumps(spec)
+    except TypeError:  # Python callables (FunctionModel): the file keeps the weights, not the code
+        config = json.dumps({"class": spec["class"], "config": None})
+    with GGUFFile() as f:
+        f.set("general.architecture", fmt.architecture if fmt else GENERIC)
+        f.set("pyggml_opt.config", config)
+        f.set("pyggml_opt.input_shape", json.dumps(list(model.input_shape)))
+        f.set("pyggml_opt.loss", model.loss or "")
+        for key, value in (extra or {}).items():
+            f.set(key, value)
+        for name, value in model.get_weights().items():
+            f.add_tensor(name, fmt.to_file(name, value) if fmt else value)
+        for name, value in (extra_tensors or {}).items():
+            f.add_tensor(name, value)
+        f.write(path)
+
+
+def load_weights(path, model: Network | None = None) -> dict[str, np.ndarray]:
+    """The tensors of a GGUF file as numpy arrays (shapes as ``model`` expects them, if given)."""
+    with GGUFFile.read(path) as f:
+        if model is None:
+            return {n: f.tensor(n) for n in f.tensor_names()}
+        return read_weights(f, model)
+
+
+def read_weights(f: GGUFFile, model: Network) -> dict[str, np.ndarray]:
+    """``model``'s parameters from an open file, checked (presence, shape, dtype, finite values)."""
+    fmt = format_named(f.get("general.architecture", ""))
+    names = f.tensor_names()
+    out = {}
+    for name, shape in model.param_shapes.items():
+        if name not in names:
+            raise ValueError(f"the file has no tensor {name!r} (it has {names})")
+        value = f.tensor(name, len(shape))
+        if fmt is not None and value.shape == shape:
+            value = fmt.from_file(name, value)
+        if value.shape != shape:
+            raise ValueError(f"tensor {name!r} has shape {value.shape} in the file, the model needs {shape}")
+        if value.dtype != np.float32:
+            raise ValueError(f"tensor {name!r} has dtype {value.dtype}; float32 expected")
+        if not np.isfinite(value).all():
+            raise ValueError(f"tensor {name!r} contains NaN or inf")
+        out[name] = value
+    return out
+
+
+def load(path) -> Network:
+    """Rebuild a model saved by ``save``, or written by ggml's C++ tools in a registered layout."""
+    path = os.fspath(path)
+    with GGUFFile.read(path) as f:
+        arch = f.get("general.architecture")
+        if not isinstance(arch, str):
+            raise ValueError(f"{path!r} has no string 'general.architecture'; not a model file")
+        fmt = format_named(arch)
+        if fmt is not None:
+            model, loss = fmt.build(), f.get("pyggml_opt.loss") or fmt.default_loss
+        elif arch == GENERIC:
+            model, loss = _from_config(path, f), f.get("pyggml_opt.loss") or None
+        else:
+            raise ValueError(f"{path!r}: unknown architecture {arch!r} (known: {known_architectures()})")
+        model.set_weights(read_weights(f, model))
+        model.loss = loss
+        return model
+
+
+def _from_config(path: str, f: GGUFFile) -> Network:
+    try:
+        spec = _upgrade(json.loads(f.get("pyggml_opt.config")))
+        input_shape = tuple(json.loads(f.get("pyggml_opt.input_shape")))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path!r}: corrupt pyggml_opt metadata ({exc})") from None
+    if isinstance(spec, dict) and spec.get("config", {}) is None:
+        raise ValueError(f"{path!r} holds the weights of a {spec.get('class')} (its architecture is Python code): "
+                         "rebuild the model in Python and call model.set_weights(pyggml_opt.saving.load_weights(path, model))")
+    try:
+        model = deserialize(spec, Network)
+        model.build(input_shape)
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ValueError(f"{path!r}: corrupt model configuration ({exc})") from None
+    return model
+
+
+def _upgrade(spec):
+    """The configuration layout of files written before layers were registered by name (version 0.1:
+    ``{"type": "Sequential", "layers": [{"class", "name", "config"}]}``) in today's layout."""
+    if isinstance(spec, dict) and "type" in spec and "class" not in spec:
+        if spec["type"] == "FunctionModel":
+            return {"class": "FunctionModel", "config": None}
+        layers = [{"class": l.get("class"), "config": {**l.get("config", {}), "name": l.get("name")}}
+                  for l in spec.get("layers", []) if isinstance(l, dict)]
+        return {"class": spec["type"], "config": {"layers": layers}}
+    return spec
+
+
+__all__ = ["FileFormat", "load", "load_weights", "read_weights", "save"]

@@ -1,0 +1,12 @@
+"""Training: argument checks, sessions (ggml-opt context, graphs, buffers), batching, the fit loop,
+callbacks, progress, metrics, optimizers, and predict / evaluate."""
+from .callbacks import (Callback, CallbackList, EarlyStopping, LambdaCallback, ModelCheckpoint, MonitorCallback,
+                        ReduceLROnPlateau)
+from .history import History
+from .inference import evaluate, predict
+from .loop import FitLoop, fit
+from .optimizers import SGD, AdamW, Optimizer
+
+__all__ = ["AdamW", "Callback", "CallbackList", "EarlyStopping", "FitLoop", "History", "LambdaCallback",
+           "ModelCheckpoint", "MonitorCallback", "Optimizer", "ReduceLROnPlateau", "SGD", "evaluate", "fit",
+           "predict"]

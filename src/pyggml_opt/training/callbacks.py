@@ -1,0 +1,221 @@
+"""Callbacks of ``fit``, as in Keras: ``Callback`` hooks, a ``CallbackList`` that calls them in
+order, and one ``MonitorCallback`` base (monitor, mode, min_delta, baseline, patience) behind
+``EarlyStopping``, ``ModelCheckpoint`` and ``ReduceLROnPlateau``.
+
+While ``fit`` runs, each callback's ``trainer`` is the running fit loop (``loop.FitLoop``): its
+``optimizer`` and ``optimizer_state()`` are what ModelCheckpoint and ReduceLROnPlateau use."""
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable
+
+from ..checks import check_choice, check_int, check_number
+from ..nn import Network
+from ..saving import save, save_checkpoint
+
+
+class Callback:
+    """Hooks called by ``fit``. Set ``model.stop_training = True`` to stop after the current batch."""
+
+    trainer = None  # the running fit loop, set by CallbackList while fit runs
+
+    def on_train_begin(self, model: Network) -> None: ...
+    def on_epoch_begin(self, model: Network, epoch: int) -> None: ...
+    def on_batch_end(self, model: Network, batch: int, logs: dict) -> None: ...
+    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None: ...
+    def on_train_end(self, model: Network) -> None: ...
+
+
+class CallbackList:
+    """Calls every callback's hook in the order given."""
+
+    def __init__(self, callbacks: Iterable[Callback], model: Network, trainer) -> None:
+        self.callbacks = list(callbacks or [])
+        for cb in self.callbacks:
+            if not isinstance(cb, Callback):
+                raise TypeError(f"callbacks must be Callback objects, got {type(cb).__name__}")
+        self.model, self.trainer = model, trainer
+
+    def __bool__(self) -> bool:
+        return bool(self.callbacks)
+
+    def on_train_begin(self) -> None:
+        for cb in self.callbacks:
+            cb.trainer = self.trainer
+            cb.on_train_begin(self.model)
+
+    def on_epoch_begin(self, epoch: int) -> None:
+        for cb in self.callbacks:
+            cb.on_epoch_begin(self.model, epoch)
+
+    def on_batch_end(self, batch: int, logs: dict) -> None:
+        for cb in self.callbacks:
+            cb.on_batch_end(self.model, batch, logs)
+
+    def on_epoch_end(self, epoch: int, logs: dict) -> None:
+        for cb in self.callbacks:
+            cb.on_epoch_end(self.model, epoch, logs)
+
+    def on_train_end(self) -> None:
+        try:
+            for cb in self.callbacks:
+                cb.on_train_end(self.model)
+        finally:
+            for cb in self.callbacks:
+                cb.trainer = None
+
+
+class LambdaCallback(Callback):
+    """Callback from plain functions: on_batch_end(model, batch, logs), on_epoch_end(model, epoch, logs)."""
+
+    def __init__(self, on_batch_end: Callable | None = None, on_epoch_end: Callable | None = None) -> None:
+        self._batch, self._epoch = on_batch_end, on_epoch_end
+
+    def on_batch_end(self, model, batch, logs):
+        if self._batch:
+            self._batch(model, batch, logs)
+
+    def on_epoch_end(self, model, epoch, logs):
+        if self._epoch:
+            self._epoch(model, epoch, logs)
+
+
+class MonitorCallback(Callback):
+    """A callback that watches one metric of the epoch logs.
+
+    ``mode``: "min", "max" or "auto" ("max" for accuracies, else "min"). A value improves on the best
+    so far when it is lower (min) / higher (max) by more than ``min_delta``. ``baseline``: the value
+    to beat before anything counts as an improvement. ``wait``: epochs since the last improvement.
+    """
+
+    def __init__(self, monitor: str = "val_loss", mode: str = "auto", min_delta: float = 0.0,
+                 baseline: float | None = None, patience: int = 0) -> None:
+        if not isinstance(monitor, str):
+            raise TypeError(f"monitor must be a metric name (str), got {type(monitor).__name__}")
+        self.monitor = monitor
+        mode = check_choice("mode", mode, ("auto", "min", "max"))
+        self.mode = ("max" if "acc" in monitor else "min") if mode == "auto" else mode
+        self.min_delta = abs(check_number("min_delta", min_delta, -math.inf, math.inf))
+        self.baseline = None if baseline is None else check_number("baseline", baseline, -math.inf, math.inf)
+        self.patience = check_int("patience", patience, 0)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the history of the metric (called when training begins)."""
+        self.best = self.baseline
+        self.best_epoch: int | None = None
+        self.wait = 0
+
+    def on_train_begin(self, model):
+        self.reset()
+
+    def value(self, logs: dict) -> float:
+        """The monitored metric; ValueError when fit does not report it."""
+        value = logs.get(self.monitor, float("nan"))
+        if math.isnan(value):
+            raise ValueError(f"{type(self).__name__} monitors {self.monitor!r}, which fit does not report here; "
+                             f"available: {sorted(k for k, v in logs.items() if not math.isnan(v))}")
+        return float(value)
+
+    def improved(self, value: float) -> bool:
+        if self.best is None:
+            return True
+        return value < self.best - self.min_delta if self.mode == "min" else value > self.best + self.min_delta
+
+    def update(self, epoch: int, logs: dict) -> bool:
+        """Read the metric of ``epoch``: on improvement record it as the best and return True, else
+        count one more epoch of waiting and return False."""
+        value = self.value(logs)
+        if self.improved(value):
+            self.best, self.best_epoch, self.wait = value, epoch, 0
+            return True
+        self.wait += 1
+        return False
+
+
+class EarlyStopping(MonitorCallback):
+    """Stop when ``monitor`` has not improved for ``patience`` epochs (as Keras: patience 0 stops at
+    the first epoch without improvement); with ``restore_best_weights`` the weights of the best
+    epoch are put back at the end."""
+
+    def __init__(self, monitor: str = "val_loss", patience: int = 0, min_delta: float = 0.0,
+                 restore_best_weights: bool = False, mode: str = "auto", baseline: float | None = None) -> None:
+        super().__init__(monitor, mode, min_delta, baseline, patience)
+        self.restore_best_weights = restore_best_weights
+
+    def reset(self) -> None:
+        super().reset()
+        self.best_weights, self.stopped_epoch = None, None
+
+    def on_epoch_end(self, model, epoch, logs):
+        if self.update(epoch, logs):
+            if self.restore_best_weights:
+                self.best_weights = model.get_weights()
+        elif self.wait >= max(self.patience, 1):
+            self.stopped_epoch = epoch
+            model.stop_training = True
+
+    def on_train_end(self, model):
+        if self.restore_best_weights and self.best_weights is not None:
+            model.set_weights(self.best_weights)
+
+
+class ModelCheckpoint(MonitorCallback):
+    """Save the model as GGUF after each epoch (``path`` may contain ``{epoch}``), or only when
+    ``monitor`` improved with ``save_best_only``. With ``save_optimizer`` (default) the file is a
+    training checkpoint (``pyggml_opt.saving.checkpoint``): ``fit(..., resume_from=path)`` continues
+    from it exactly; ``pgo.load`` reads it as a model."""
+
+    def __init__(self, path, monitor: str = "val_loss", save_best_only: bool = False, mode: str = "auto",
+                 save_optimizer: bool = True, min_delta: float = 0.0, baseline: float | None = None) -> None:
+        super().__init__(monitor, mode, min_delta, baseline)
+        self.path, self.save_best_only, self.save_optimizer = str(path), save_best_only, save_optimizer
+        self.saved: list[str] = []
+
+    def on_epoch_end(self, model, epoch, logs):
+        if self.save_best_only and not self.update(epoch, logs):
+            return
+        path = self.path.format(epoch=epoch + 1)
+        if self.save_optimizer and self.trainer is not None:
+            save_checkpoint(model, path, epoch + 1, self.trainer.optimizer_state())
+        else:
+            save(model, path)
+        self.saved.append(path)
+
+
+class ReduceLROnPlateau(MonitorCallback):
+    """Multiply the learning rate by ``factor`` when ``monitor`` has not improved for ``patience``
+    epochs, then wait ``cooldown`` epochs before counting again; never below ``min_lr``. Needs a
+    constant learning rate (a schedule owns the rate)."""
+
+    def __init__(self, monitor: str = "val_loss", factor: float = 0.1, patience: int = 10, mode: str = "auto",
+                 min_delta: float = 1e-4, cooldown: int = 0, min_lr: float = 0.0, verbose: int = 0) -> None:
+        super().__init__(monitor, mode, min_delta, None, patience)
+        self.factor = check_number("factor", factor, 0.0, 1.0, lo_open=True, hi_open=True)
+        self.cooldown = check_int("cooldown", cooldown, 0)
+        self.min_lr = check_number("min_lr", min_lr, 0.0, math.inf)
+        self.verbose = verbose
+        self.cooldown_counter = 0
+
+    def on_train_begin(self, model):
+        super().on_train_begin(model)
+        self.cooldown_counter = 0
+        if self.trainer is not None and self.trainer.optimizer.schedule is not None:
+            raise ValueError("ReduceLROnPlateau needs a constant learning rate; this optimizer's lr is a schedule")
+
+    def on_epoch_end(self, model, epoch, logs):
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.wait = 0
+        improved = self.update(epoch, logs)
+        if self.cooldown_counter > 0:  # still cooling down: this epoch does not count
+            self.wait = 0
+        if improved or self.wait < max(self.patience, 1) or self.trainer is None:
+            return
+        optimizer = self.trainer.optimizer
+        if optimizer.lr > self.min_lr:
+            old = optimizer.lr
+            new = optimizer.scale_lr(self.factor, self.min_lr)
+            if self.verbose:
+                print(f"epoch {epoch + 1}: ReduceLROnPlateau: learning rate {old:.4g} -> {new:.4g}")
+        self.cooldown_counter, self.wait = self.cooldown, 0

@@ -1,0 +1,139 @@
+"""The checks of fit / evaluate / predict arguments: data (shapes, dtypes, finite values, class
+ids), losses, shuffling, validation. Each raises ValueError / TypeError naming the argument, before
+anything reaches ggml."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..checks import check_int
+from ..core import LOSS_TYPES
+from ..nn import Network
+
+
+def check_network(model) -> Network:
+    if not isinstance(model, Network):
+        raise TypeError(f"model must be a pyggml_opt model, got {type(model).__name__}")
+    return model
+
+
+def as_number_array(name: str, x) -> np.ndarray:
+    """``x`` as a numpy array of numbers (bool, int, unsigned or float)."""
+    if x is None:
+        raise ValueError(f"{name} is required")
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:  # noqa: BLE001 - whatever the array-like raises
+        raise TypeError(f"{name} must be array-like: {exc}") from None
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold numbers, got dtype {arr.dtype}")
+    return arr
+
+
+def check_x(model: Network, x, name: str = "x") -> np.ndarray:
+    """Samples (n, *input_shape) of finite numbers that fit float32."""
+    arr = as_number_array(name, x)
+    if arr.ndim < 2:
+        raise ValueError(f"{name} must have a batch axis first: shape (n, features...), got {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty")
+    if arr.ndim > 4:
+        raise ValueError(f"{name} has {arr.ndim} axes; at most 4 (n, channels, height, width) are supported")
+    if model.built and tuple(arr.shape[1:]) != model.input_shape:
+        raise ValueError(f"{name} has samples of shape {tuple(arr.shape[1:])}, the model expects {model.input_shape}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 4 and np.abs(arr).max() > np.finfo(np.float32).max:
+        # ggml computes in float32: such values would become inf there and every weight NaN
+        raise ValueError(f"{name} contains values beyond float32's range (about ±3.4e38)")
+    return arr
+
+
+def check_loss(loss) -> str:
+    if not isinstance(loss, str) or loss not in LOSS_TYPES:
+        raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_TYPES)}")
+    return loss
+
+
+def targets(model: Network, y, n: int, loss: str, name: str = "y") -> np.ndarray | None:
+    """Targets as float32 rows (n, n_out); None for the 'mean' and 'sum' losses (no labels)."""
+    n_out = model.output_shape[0]
+    if loss in ("mean", "sum"):
+        return None
+    arr = as_number_array(name, y)
+    if arr.shape[0] != n:
+        raise ValueError(f"x and {name} have different lengths: {n} and {arr.shape[0]}")
+    if loss == "cross_entropy" and arr.ndim == 1:
+        if arr.dtype.kind == "f":
+            if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
+                raise ValueError(f"{name}: class ids must be integers")
+        ids = arr.astype(np.int64)
+        if ids.min() < 0 or ids.max() >= n_out:
+            raise ValueError(f"{name}: class ids must be in [0, {n_out}) for a model with {n_out} outputs, "
+                             f"got range [{ids.min()}, {ids.max()}]")
+        onehot = np.zeros((n, n_out), np.float32)
+        onehot[np.arange(n), ids] = 1.0
+        return onehot
+    if arr.ndim == 1 and n_out == 1:
+        arr = arr.reshape(n, 1)
+    if arr.shape != (n, n_out):
+        raise ValueError(f"{name} must have shape ({n}, {n_out}) for a model with {n_out} outputs"
+                         f"{' (or class ids of shape (n,))' if loss == 'cross_entropy' else ''}, got {arr.shape}")
+    arr = arr.astype(np.float32, copy=False)
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    if loss == "cross_entropy" and ((arr < 0).any() or not np.allclose(arr.sum(axis=1), 1.0, atol=1e-3)):
+        raise ValueError(f"{name}: cross_entropy targets must be one-hot or probability rows (>= 0, summing to 1)")
+    return arr
+
+
+def check_shuffle(shuffle, batch_size: int) -> int:
+    """fit's ``shuffle`` as the length of the runs of consecutive samples it shuffles (0: none)."""
+    if isinstance(shuffle, (bool, np.bool_)):
+        return int(shuffle)
+    if not isinstance(shuffle, (str, int, np.integer)):
+        raise TypeError(f"shuffle must be a bool, 'batch' or a positive int, got {type(shuffle).__name__}")
+    if shuffle == "batch":
+        return batch_size
+    if isinstance(shuffle, str) or shuffle < 1:
+        raise ValueError(f"shuffle must be True, False, 'batch' or a positive int, got {shuffle!r}")
+    return int(shuffle)
+
+
+def check_seed(seed) -> int | None:
+    if seed is None:
+        return None
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    return int(seed)
+
+
+def check_batch_sizes(batch_size, physical_batch_size) -> tuple[int, int]:
+    """(batch_size, physical_batch_size); the physical size divides the logical one."""
+    batch_size = check_int("batch_size", batch_size)
+    physical = check_int("physical_batch_size", batch_size if physical_batch_size is None else physical_batch_size)
+    if batch_size % physical:
+        raise ValueError(f"batch_size ({batch_size}) must be a multiple of physical_batch_size ({physical})")
+    return batch_size, physical
+
+
+def check_validation_split(validation_split, validation_data) -> float:
+    if not isinstance(validation_split, (int, float)) or isinstance(validation_split, bool) \
+            or not 0.0 <= validation_split < 1.0:
+        raise ValueError(f"validation_split must be in [0, 1), got {validation_split!r}")
+    if validation_split and validation_data is not None:
+        raise ValueError("give validation_split or validation_data, not both")
+    return float(validation_split)
+
+
+def check_validation_data(model: Network, validation_data, loss: str):
+    """(x_val, targets) from ``validation_data=(x_val, y_val)``."""
+    if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
+        raise ValueError("validation_data must be a pair (x_val, y_val)")
+    xv = check_x(model, validation_data[0], "validation_data[0]")
+    return xv, targets(model, validation_data[1], xv.shape[0], loss, "validation_data[1]")
+
+
+def check_verbose(verbose) -> int:
+    if isinstance(verbose, bool) or verbose not in (0, 1, 2):
+        raise ValueError(f"verbose must be 0, 1 or 2, got {verbose!r}")
+    return int(verbose)

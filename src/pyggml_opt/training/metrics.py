@@ -1,0 +1,45 @@
+"""Loss and accuracy, with their uncertainties, as ggml-opt defines them: from a ggml-opt result
+(training batches) or from outputs computed here (validation, evaluate)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core import Result
+
+
+def result_logs(result: Result) -> dict:
+    """loss, loss_unc, accuracy, accuracy_unc accumulated in ``result``."""
+    lv, lu = result.loss()
+    av, au = result.accuracy()
+    return {"loss": lv, "loss_unc": lu, "accuracy": av, "accuracy_unc": au}
+
+
+def loss_and_accuracy(outputs: np.ndarray, targets: np.ndarray | None, loss: str) -> tuple[float, float, float, float]:
+    """(loss, loss_unc, accuracy, accuracy_unc) over samples, as ggml-opt defines them."""
+    n = outputs.shape[0]
+    if loss == "cross_entropy":
+        z = outputs - outputs.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        per = -(targets * logp).sum(axis=1)
+        correct = (outputs.argmax(axis=1) == targets.argmax(axis=1)).astype(np.float64)
+        acc = correct.mean()
+        acc_unc = math.sqrt(acc * (1 - acc) / (n - 1)) if n > 1 else float("nan")
+    elif loss == "mse":
+        per = ((outputs - targets) ** 2).mean(axis=1)
+        acc = acc_unc = float("nan")
+    else:
+        per = outputs.mean(axis=1) if loss == "mean" else outputs.sum(axis=1)
+        acc = acc_unc = float("nan")
+    value = per.mean() if loss != "sum" else per.sum()
+    unc = per.std(ddof=1) / math.sqrt(n) if n > 1 else float("nan")
+    if loss == "sum":
+        unc *= n
+    return float(value), float(unc), float(acc), float(acc_unc)
+
+
+def validation_logs(values: tuple[float, float, float, float] | None) -> dict:
+    """The val_* entries of an epoch's logs (NaN without validation data)."""
+    v = values if values is not None else (float("nan"),) * 4
+    return dict(zip(("val_loss", "val_loss_unc", "val_accuracy", "val_accuracy_unc"), v))

@@ -1,0 +1,49 @@
+"""The progress display of ``fit``: a bar per epoch (verbose=1) or one line per epoch (verbose=2)."""
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+
+def _fmt(logs: dict, prefix: str = "") -> str:
+    parts = []
+    for key in ("loss", "accuracy"):
+        v, u = logs.get(prefix + key, float("nan")), logs.get(prefix + key + "_unc", float("nan"))
+        if math.isnan(v):
+            continue
+        if key == "accuracy":
+            parts.append(f"{prefix}acc {100 * v:.2f}±{100 * u:.2f}%")
+        else:
+            parts.append(f"{prefix}loss {v:.5f}±{u:.5f}")
+    return "  ".join(parts)
+
+
+class Progress:
+    """Writes fit's progress to ``stream`` (default: standard output)."""
+
+    def __init__(self, verbose: int, epochs: int, nbatches: int, stream=None) -> None:
+        self.verbose, self.epochs, self.nbatches = verbose, epochs, nbatches
+        self.stream = stream or sys.stdout
+        self.last = 0.0
+
+    def batch(self, epoch: int, ibatch: int, logs: dict, t0: float) -> None:
+        if self.verbose != 1:
+            return
+        now = time.perf_counter()
+        if ibatch + 1 < self.nbatches and now - self.last < 0.1:
+            return
+        self.last = now
+        done = (ibatch + 1) / self.nbatches
+        eta = (now - t0) / done * (1 - done)
+        bar = "=" * int(25 * done) + ">" + " " * (25 - int(25 * done))
+        self.stream.write(f"\repoch {epoch + 1}/{self.epochs} [{bar[:26]}] {ibatch + 1}/{self.nbatches}  "
+                          f"{_fmt(logs)}  ETA {eta:.1f}s ")
+        self.stream.flush()
+
+    def epoch(self, epoch: int, logs: dict) -> None:
+        if self.verbose == 0:
+            return
+        line = (f"epoch {epoch + 1}/{self.epochs}  {_fmt(logs)}  {_fmt(logs, 'val_')}  {logs['time']:.2f}s").rstrip()
+        self.stream.write(("\r" if self.verbose == 1 else "") + line + " " * 10 + "\n")
+        self.stream.flush()

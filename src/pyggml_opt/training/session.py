@@ -1,0 +1,153 @@
+"""Where a network runs: its ``Session`` (the scheduler of one backend, kept on the network between
+calls) and, while ``fit`` runs, a ``TrainingSession`` (the ggml-opt context, the training graph, the
+dataset and their buffers)."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._lib import c_str, ffi, lib
+from ..core import Dataset, OptContext, Result, Scheduler, find_device
+from ..core import tensor_data
+from ..nn import ForwardGraph, Network, check_backward
+from ..saving import OptimizerState
+from .batching import BatchWriter
+from .optimizers import Optimizer
+
+SESSION = "session"  # the key of a network's Session among its attachments
+
+
+class Session:
+    """The scheduler that runs a network's graphs on one backend (the CPU as fallback), and the
+    inference context cached for it. Attached to the network: freed by ``close()`` or with it."""
+
+    def __init__(self, device: str, n_threads: int | None) -> None:
+        self.scheduler = Scheduler.for_device(device, n_threads)
+        self.device = self.scheduler.main.device_name
+        self.inference = None  # inference.Inference, made on first use
+
+    def set_n_threads(self, n_threads: int) -> None:
+        for b in self.scheduler.backends:
+            b.set_n_threads(n_threads)
+
+    def close(self) -> None:
+        if self.inference is not None:
+            self.inference.close()
+            self.inference = None
+        self.scheduler.close()
+
+
+def device_of(network: Network, backend: str | None) -> str:
+    """The ggml device name for ``backend``; None means the network's current backend, or the CPU."""
+    if backend is None:
+        s = network.attachment(SESSION)
+        return s.device if s is not None else "CPU"
+    return c_str(lib.ggml_backend_dev_name(find_device(backend)))
+
+
+def session_for(network: Network, backend: str | None, n_threads: int | None) -> Session:
+    """The network's session on ``backend`` (made, replacing one on another backend, if needed)."""
+    device = device_of(network, backend)
+    s = network.attachment(SESSION)
+    if s is None or s.device != device:
+        s = Session(device, n_threads)
+        network.attach(SESSION, s)
+    elif n_threads is not None:
+        s.set_n_threads(n_threads)
+    return s
+
+
+@contextmanager
+def exclusive_use(network: Network):
+    """Hold the network's lock for one call; another thread's call is refused, not queued (ggml's
+    contexts are not thread-safe). Re-entrant for callbacks that run inside fit's thread."""
+    if not network.lock.acquire(blocking=False):
+        raise RuntimeError("this model is already being trained or run in another thread; use one model per thread")
+    try:
+        yield network
+    finally:
+        network.lock.release()
+
+
+@dataclass
+class TrainingSession:
+    """Everything ``fit`` allocates for one run, freed together by ``close()``.
+
+    ``graph`` is the static training graph for one physical batch; on a host backend it gathers its
+    batch from ``dataset`` itself (its input is the batch's row numbers). ``scheduler`` is dedicated:
+    ggml-opt tracks which graph is allocated on it, and predict / evaluate called from a callback
+    must not disturb that."""
+
+    dataset: Dataset
+    graph: ForwardGraph
+    scheduler: Scheduler
+    opt_ctx: OptContext
+    result: Result
+    x_writer: BatchWriter
+    y_writer: BatchWriter | None
+    gathers_in_graph: bool
+
+    @classmethod
+    def create(cls, network: Network, session: Session, x: np.ndarray, targets: np.ndarray | None, loss: str,
+               optimizer: Optimizer, batch_size: int, physical: int, gather: str = "auto") -> "TrainingSession":
+        """Write the training samples into a ggml dataset (the one copy of the user's data), then build
+        the training graph and the ggml-opt context for ``physical`` samples per evaluation. ``gather``:
+        "graph", "host" or "auto" (see ``fit``)."""
+        n, ne_x = x.shape[0], int(np.prod(network.input_shape))
+        n_out = network.output_shape[0]
+        dataset = Dataset(ne_x, n_out if targets is not None else 0, n)
+        dataset.data[...] = x.reshape(n, ne_x)
+        if targets is not None:
+            dataset.labels[...] = targets
+        main = session.scheduler.main
+        if gather == "graph" and not main.is_cpu:
+            raise ValueError(f"gather='graph' needs the CPU backend (the graph reads the dataset's host memory), "
+                             f"got {main.device_name}")
+        in_graph = gather != "host" and main.is_cpu and n < 2**31  # row numbers are int32
+        store = network.params_on(main)
+        graph = ForwardGraph(network, store, physical, rows_of=dataset.data_tensor if in_graph else None)
+        store.mark_trainable()
+        check_backward(graph.outputs)
+        scheduler = Scheduler(session.scheduler.backends)
+        opt_ctx = OptContext(scheduler, loss, optimizer, static=(graph.ctx_compute, graph.inputs, graph.outputs),
+                             opt_period=batch_size // physical, keep_alive=(graph, dataset))
+        labels = opt_ctx.labels if targets is not None else None
+        return cls(dataset, graph, scheduler, opt_ctx, Result(),
+                   BatchWriter(graph.inputs, (physical,) if in_graph else (physical, ne_x)),
+                   BatchWriter(labels, (physical, n_out)) if labels is not None else None, in_graph)
+
+    def read_state(self, optimizer: Optimizer) -> OptimizerState:
+        """The optimizer state between steps: ggml-opt's iteration and AdamW moments, the step count."""
+        state = OptimizerState(optimizer.name, int(lib.ggml_opt_get_iter(self.opt_ctx.ptr)), optimizer.step)
+        for name, t in self.graph.store.tensors.items():
+            m, v = self._moments(t)
+            if m != ffi.NULL and v != ffi.NULL:
+                state.m[name] = tensor_data.get(m, t.ndim)
+                state.v[name] = tensor_data.get(v, t.ndim)
+        return state
+
+    def write_state(self, optimizer: Optimizer, state: OptimizerState) -> None:
+        """Put ``state`` into this fresh ggml-opt context (before its first step)."""
+        if state.optimizer != optimizer.name:
+            raise ValueError(f"the checkpoint was trained with {state.optimizer!r}, this fit uses {optimizer.name!r}")
+        if state.iter < 1 or state.step < 0:
+            raise ValueError(f"corrupt checkpoint: optimizer iteration {state.iter}, step {state.step}")
+        for name, t in self.graph.store.tensors.items():
+            m, v = self._moments(t)
+            if m == ffi.NULL:
+                continue
+            if name not in state.m or name not in state.v:
+                raise ValueError(f"the checkpoint has no AdamW moments for parameter {name!r}")
+            tensor_data.set(m, state.m[name])
+            tensor_data.set(v, state.v[name])
+        lib.ggml_opt_set_iter(self.opt_ctx.ptr, state.iter)
+        optimizer.step = state.step
+
+    def _moments(self, t):
+        return lib.ggml_opt_grad_m(self.opt_ctx.ptr, t.ptr), lib.ggml_opt_grad_v(self.opt_ctx.ptr, t.ptr)
+
+    def close(self) -> None:
+        for owner in (self.result, self.opt_ctx, self.scheduler, self.graph, self.dataset):
+            owner.close()

@@ -1,0 +1,38 @@
+"""Small generated data and models shared by the API tests (imported by them; fixtures live in
+conftest.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+import pyggml_opt as pgo
+from pyggml_opt import layers as L
+
+FAST = dict(verbose=0, n_threads=1)  # one thread: the test machine's two cores are shared
+
+
+def blobs(n=240, n_features=6, n_classes=3, seed=0, spread=0.6):
+    """Gaussian blobs around well-separated centres: learnable to ~100 % by a small MLP."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_classes, n_features)) * 2.0
+    y = rng.integers(0, n_classes, n)
+    x = centres[y] + spread * rng.normal(size=(n, n_features))
+    return x.astype(np.float32), y
+
+
+def mlp(n_in=6, n_hidden=16, n_out=3, seed=1, build=True):
+    m = pgo.Sequential([L.Linear(n_in, n_hidden), L.ReLU(), L.Linear(n_hidden, n_out)])
+    if build:
+        m.build((n_in,), seed=seed)
+    return m
+
+
+def same_weights(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def max_diff(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(float(np.abs(a[k] - b[k]).max()) for k in a)
+
+
+X, Y = blobs(n=32)

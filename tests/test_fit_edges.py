@@ -1,0 +1,68 @@
+"""fit's edges: models without trainable parameters, zero epochs, fitting again, progress output."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyggml_opt as pgo
+from pyggml_opt import layers as L
+from pyggml_opt import ops
+from support import FAST, X, Y, max_diff, mlp, same_weights
+
+
+def test_verbose_output(capsys, data):
+    x, y = data
+    mlp().fit(x[:32], y[:32], epochs=2, batch_size=8, verbose=2, n_threads=1, validation_split=0.25)
+    out = capsys.readouterr().out
+    lines = [l for l in out.splitlines() if l.strip()]
+    assert len(lines) == 2 and lines[0].startswith("epoch 1/2") and "loss" in lines[0] and "val_loss" in lines[0]
+    assert "acc" in lines[1] and "%" in lines[1]
+    mlp().fit(x[:32], y[:32], epochs=1, batch_size=8, verbose=1, n_threads=1)
+    out = capsys.readouterr().out
+    assert "\r" in out and "ETA" in out and "epoch 1/1" in out
+    mlp().fit(x[:32], y[:32], epochs=1, batch_size=8, verbose=0, n_threads=1)
+    assert capsys.readouterr().out == ""
+
+
+def test_models_without_trainable_parameters():
+    """A parameter-free model predicts; fitting it (or a model whose output ignores its parameters)
+    is a ValueError, not ggml's abort in ggml_build_backward_expand."""
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    m = pgo.Sequential([L.Softmax()], input_shape=(4,))
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(m.predict(x), e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+    with pytest.raises(ValueError, match="trainable parameter"):
+        m.fit(x, np.eye(4)[[0, 1]], **FAST)
+    m.close()
+    m2 = pgo.FunctionModel(lambda x, p: ops.scale(x, 2.0), {"w": (3,)}, input_shape=(4,))
+    with pytest.raises(ValueError, match="trainable parameter"):
+        m2.fit(x, np.eye(4)[[0, 1]], **FAST)
+    np.testing.assert_array_equal(m2.predict(x, logits=True), 2 * x)
+    # a declared but unused parameter next to used ones is fine
+    m3 = pgo.FunctionModel(lambda x, p: ops.linear(x, p["w"]), {"w": (3, 4), "unused": (2,)}, input_shape=(4,))
+    m3.fit(x, [0, 2], epochs=2, batch_size=2, **FAST)
+    assert np.array_equal(m3.get_weights()["unused"], np.zeros(2, np.float32))
+
+
+def test_zero_epochs_is_a_no_op(data):
+    x, y = data
+    m = mlp()
+    w0 = m.get_weights()
+    hist = m.fit(x, y, epochs=0, **FAST)
+    assert hist.epoch == [] and same_weights(m.get_weights(), w0)
+
+
+def test_refit_continues_training(data):
+    """A second fit starts from the current weights (not re-initialised)."""
+    x, y = data
+    a = mlp()
+    a.fit(x, y, epochs=1, batch_size=16, seed=1, **FAST)
+    w1 = a.get_weights()
+    a.fit(x, y, epochs=1, batch_size=16, seed=1, **FAST)
+    assert max_diff(a.get_weights(), w1) > 0
+    b = mlp()
+    b.set_weights(w1)
+    b.fit(x, y, epochs=1, batch_size=16, seed=1, **FAST)
+    assert same_weights(a.get_weights(), b.get_weights())
+    with pytest.raises(ValueError, match=r"x has samples of shape \(5,\), the model expects \(6,\)"):
+        a.fit(x[:, :5], y, epochs=1, **FAST)

@@ -1,0 +1,168 @@
+"""GGUF save / load of every model kind, get_weights / set_weights."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyggml_opt as pgo
+from pyggml_opt import layers as L
+from pyggml_opt import ops
+from support import FAST, X, Y, blobs, max_diff, mlp, same_weights
+
+import json
+
+from pyggml_opt.core import GGUFFile
+from pyggml_opt.nn import serialize
+
+
+def assert_roundtrip(model, x, path):
+    model.save(path)
+    loaded = pgo.load(path)
+    assert type(loaded) is type(model)
+    assert loaded.input_shape == model.input_shape and loaded.output_shape == model.output_shape
+    assert same_weights(loaded.get_weights(), model.get_weights())
+    assert loaded.loss == model.loss
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+    return loaded
+
+
+def test_save_load_sequential_with_every_layer(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 64)).astype(np.float32)
+    y = rng.integers(0, 3, 40)
+    model = pgo.Sequential([
+        L.Reshape((1, 8, 8)), L.Conv2d(1, 4, 3, padding=1, name="c1"), L.GELU(), L.MaxPool2d(2),
+        L.Conv2d(4, 4, (3, 2), stride=(1, 1), dilation=1), L.Tanh(), L.AvgPool2d(2, stride=1), L.Flatten(),
+        L.LayerNorm(8), L.Linear(8, 6), L.Sigmoid(), L.SiLU(), L.Linear(6, 5, bias=False), L.ReLU(),
+        L.Linear(5, 3, name="head"),
+    ])
+    model.fit(x, y, epochs=2, batch_size=8, **FAST)
+    loaded = assert_roundtrip(model, x, tmp_path / "seq.gguf")
+    assert repr(loaded) == repr(model)
+    assert serialize(loaded) == serialize(model)
+    assert "c1.kernel" in loaded.get_weights() and "head.bias" in loaded.get_weights()
+    with GGUFFile.read(tmp_path / "seq.gguf") as f:
+        assert f.get("general.architecture") == "pyggml_opt"
+        assert json.loads(f.get("pyggml_opt.config")) == serialize(model)
+    # the loaded model keeps training
+    loaded.fit(x, y, epochs=1, batch_size=8, **FAST)
+
+
+def test_save_load_regression_and_untrained(tmp_path):
+    m = pgo.Sequential([L.Linear(3, 2)], input_shape=(3,))
+    x = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    loaded = assert_roundtrip(m, x, tmp_path / "untrained.gguf")
+    assert loaded.loss is None
+    m.fit(x, x[:, :2], loss="mse", epochs=1, batch_size=5, **FAST)
+    loaded = assert_roundtrip(m, x, tmp_path / "mse.gguf")
+    assert loaded.loss == "mse"
+
+
+def test_save_load_mnist_fc(tmp_path):
+    m = pgo.models.mnist_fc()
+    m.loss = "cross_entropy"
+    x = np.random.default_rng(0).uniform(size=(6, 784)).astype(np.float32)
+    assert_roundtrip(m, x, tmp_path / "fc.gguf")
+    with GGUFFile.read(tmp_path / "fc.gguf") as f:
+        assert f.get("general.architecture") == "mnist-fc"
+        assert sorted(f.tensor_names()) == ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight"]
+        assert f.tensor_shape("fc1.weight") == (500, 784)
+
+
+def test_save_load_mnist_cnn_dense_permutation(tmp_path):
+    m = pgo.models.mnist_cnn()
+    x = np.random.default_rng(0).uniform(size=(3, 784)).astype(np.float32)
+    y = np.array([1, 2, 3])
+    m.fit(x, y, epochs=1, batch_size=3, **FAST)
+    loaded = assert_roundtrip(m, x, tmp_path / "cnn.gguf")
+    assert loaded.layers[1].name == "conv1"
+    w = m.get_weights()["dense.weight"]  # columns in pyggml_opt's Flatten order (channel, h, w)
+    with GGUFFile.read(tmp_path / "cnn.gguf") as f:
+        assert f.get("general.architecture") == "mnist-cnn"
+        assert sorted(f.tensor_names()) == ["conv1.bias", "conv1.kernel", "conv2.bias", "conv2.kernel",
+                                            "dense.bias", "dense.weight"]
+        stored = f.tensor("dense.weight", 2)  # columns in ggml's order (h, w, channel)
+    assert stored.shape == w.shape == (10, 7 * 7 * 16)
+    assert not np.array_equal(stored, w)
+    for c, i, j in [(0, 0, 1), (5, 3, 2), (15, 6, 6), (7, 0, 0)]:
+        np.testing.assert_array_equal(stored[:, (i * 7 + j) * 16 + c], w[:, c * 49 + i * 7 + j])
+    np.testing.assert_array_equal(pgo.saving.load_weights(tmp_path / "cnn.gguf", m)["dense.weight"], w)
+
+
+def test_function_model_weights_roundtrip(tmp_path, data):
+    x, y = data
+    f = lambda x, p: ops.linear(ops.tanh(ops.linear(x, p["a"])), p["b"])  # noqa: E731
+    m = pgo.FunctionModel(f, {"a": (8, 6), "b": (3, 8)})
+    m.fit(x, y, epochs=1, batch_size=16, **FAST)
+    m.save(tmp_path / "fm.gguf")
+    with pytest.raises(ValueError, match="FunctionModel"):
+        pgo.load(tmp_path / "fm.gguf")
+    m2 = pgo.FunctionModel(f, {"a": (8, 6), "b": (3, 8)}, input_shape=(6,))
+    m2.set_weights(pgo.saving.load_weights(tmp_path / "fm.gguf", m2))
+    m2.loss = m.loss
+    np.testing.assert_array_equal(m2.predict(x), m.predict(x))
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        pgo.load(tmp_path / "missing.gguf")
+    (tmp_path / "junk.gguf").write_bytes(b"not a gguf file at all")
+    with pytest.raises(ValueError):
+        pgo.load(tmp_path / "junk.gguf")
+    with GGUFFile() as f:
+        f.set("general.architecture", "llama")
+        f.write(tmp_path / "llama.gguf")
+    with pytest.raises(ValueError, match="architecture"):
+        pgo.load(tmp_path / "llama.gguf")
+    with pytest.raises(TypeError, match="model"):
+        pgo.save("not a model", tmp_path / "x.gguf")
+    with pytest.raises(ValueError, match="not built"):
+        mlp(build=False).save(tmp_path / "x.gguf")
+
+
+
+# ---- weights ---------------------------------------------------------------------------------------------
+def test_get_set_weights_roundtrip(data):
+    x, y = data
+    a = mlp()
+    a.fit(x, y, epochs=1, batch_size=16, **FAST)
+    w = a.get_weights()
+    assert set(w) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    assert w["0.weight"].shape == (16, 6) and w["0.weight"].dtype == np.float32
+    w["0.weight"][:] = 0  # a copy: the model is unchanged
+    assert not np.array_equal(a.get_weights()["0.weight"], w["0.weight"])
+    b = mlp(seed=99)
+    b.set_weights(a.get_weights())
+    assert same_weights(a.get_weights(), b.get_weights())
+    b.loss = a.loss
+    np.testing.assert_array_equal(b.predict(x[:9]), a.predict(x[:9]))
+    # partial update, float64 converted
+    b.set_weights({"2.bias": np.array([1.0, 2.0, 3.0])})
+    np.testing.assert_array_equal(b.get_weights()["2.bias"], np.array([1, 2, 3], np.float32))
+    assert np.array_equal(b.get_weights()["0.weight"], a.get_weights()["0.weight"])
+    # before the first run the weights live in numpy; same behaviour
+    c = mlp()
+    c.set_weights(a.get_weights())
+    assert same_weights(c.get_weights(), a.get_weights())
+    assert a.count_params() == 16 * 6 + 16 + 3 * 16 + 3
+    assert "0.weight" in a.summary()
+
+
+def test_set_weights_errors():
+    m = mlp()
+    with pytest.raises(ValueError, match="unknown parameter 'nope'"):
+        m.set_weights({"nope": np.zeros(3)})
+    with pytest.raises(ValueError, match=r"'0.bias'.*shape"):
+        m.set_weights({"0.bias": np.zeros(15)})
+    with pytest.raises(ValueError, match="NaN"):
+        m.set_weights({"0.bias": np.full(16, np.nan)})
+    with pytest.raises(TypeError, match="dict"):
+        m.set_weights([np.zeros(16)])
+    with pytest.raises(TypeError, match="'0.bias'"):
+        m.set_weights({"0.bias": np.array(["a"] * 16)})
+    with pytest.raises(ValueError, match="not built"):
+        mlp(build=False).get_weights()
+    with pytest.raises(ValueError, match="not built"):
+        mlp(build=False).set_weights({})
+    with pytest.raises(ValueError, match="not built"):
+        mlp(build=False).predict(np.zeros((2, 6)))
