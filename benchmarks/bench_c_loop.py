@@ -30,9 +30,10 @@ from pathlib import Path
 import numpy as np
 
 import pyggml_opt as pgo
-from pyggml_opt import data, train
+from pyggml_opt import data
 from pyggml_opt._lib import lib
 from pyggml_opt.core import Dataset, Scheduler
+from pyggml_opt.nn import ForwardGraph
 
 from bench_fit import EPOCH_RE, cpp_threads, find_tool, run_cpp, run_python
 
@@ -41,13 +42,14 @@ def run_c_loop(x: np.ndarray, onehot: np.ndarray, epochs: int, n_threads: int, v
                shard: int) -> list[float]:
     """Per-epoch wall times of ggml_opt_fit on pyggml_opt's mnist-fc graph, in this process."""
     model = pgo.models.mnist_fc()
-    s = train._session(model, "cpu", n_threads)
-    graph = train._ForwardGraph(model, s["sched"].main, 500)
-    graph.store.mark_trainable()
+    main = Scheduler.for_device("cpu", n_threads)
+    store = model.params_on(main.main)
+    graph = ForwardGraph(model, store, 500)  # fit's training graph, with the input in a buffer of its own
+    store.mark_trainable()
     ds = Dataset(784, 10, len(x), shard)
     ds.data[...] = x.reshape(len(x), 784)
     ds.labels[...] = onehot
-    sched = Scheduler(s["sched"].backends)
+    sched = Scheduler(main.backends)
     r, w = os.pipe()
     saved = os.dup(2)
     os.dup2(w, 2)
@@ -74,6 +76,7 @@ def run_c_loop(x: np.ndarray, onehot: np.ndarray, epochs: int, n_threads: int, v
         sched.close()
         ds.close()
         graph.close()
+        model.close()
     return list(np.diff(starts + [end]))
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Make the small Fashion-MNIST subset that pyggml_opt ships (src/pyggml_opt/datasets/fashion_mnist_small.npz).
+"""Make the small Fashion-MNIST subset that pyggml_opt ships (src/pyggml_opt/data/datasets/fashion_mnist_small.npz).
 
 Reads the four gzipped IDX files of Debian's ``dataset-fashion-mnist`` package (or --src), draws a
 class-balanced subset with a fixed seed (per class: --train-per-class from the train set,
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "src" / "pyggml_opt" / "datasets" / "fashion_mnist_small.npz"
+DEFAULT_OUT = ROOT / "src" / "pyggml_opt" / "data" / "datasets" / "fashion_mnist_small.npz"
 
 
 def _load_data_module():

@@ -1,6 +1,6 @@
 """Graph ops (pyggml_opt.ops) against numpy, and ggml's backward pass against finite differences.
 
-Forward: every op of ``nn/tensor.py`` is built into a ggml graph, computed on the CPU backend through
+Forward: every op of ``nn/ops.py`` is built into a ggml graph, computed on the CPU backend through
 ``core.Scheduler`` and compared with a float64 numpy reference of the same float32 inputs; shapes
 must match exactly (numpy order).
 

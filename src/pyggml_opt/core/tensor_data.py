@@ -45,8 +45,16 @@ def np_dtype(t) -> type:
         raise TypeError(f"tensor type {ffi.string(lib.ggml_type_name(t.type)).decode()} has no numpy equivalent") from None
 
 
+def _check_allocated(t) -> None:
+    # ggml_backend_tensor_get / _set assert (abort) on a tensor without memory
+    if t.data == ffi.NULL or t.buffer == ffi.NULL:
+        raise ValueError(f"tensor {ffi.string(t.name).decode()!r} has no memory (not allocated, or only a copy of "
+                         "its graph was computed)")
+
+
 def get(t, ndim: int | None = None) -> np.ndarray:
     """A numpy copy of tensor ``t``'s data (from any backend)."""
+    _check_allocated(t)
     if not lib.ggml_is_contiguous(t):
         raise ValueError("only contiguous tensors can be read")
     out = np.empty(shape_of(t, ndim), dtype=np_dtype(t))
@@ -56,6 +64,7 @@ def get(t, ndim: int | None = None) -> np.ndarray:
 
 def set(t, value: np.ndarray, offset_bytes: int = 0) -> None:  # noqa: A001 - mirrors ggml_backend_tensor_set
     """Copy ``value`` into tensor ``t`` (at ``offset_bytes``); the element type must match exactly."""
+    _check_allocated(t)
     dtype = np_dtype(t)
     arr = np.ascontiguousarray(value, dtype=dtype)
     if offset_bytes + arr.nbytes > lib.ggml_nbytes(t):

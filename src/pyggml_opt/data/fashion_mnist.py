@@ -1,18 +1,5 @@
-"""Data sets for pyggml_opt: an IDX reader/writer, Fashion-MNIST, and a small bundled subset of it.
-
-Fashion-MNIST (Zalando Research, MIT licence) comes from Debian's ``dataset-fashion-mnist`` package,
-which installs the four gzipped IDX files into ``/usr/share/datasets/fashion-mnist/``. Nothing here
-downloads anything. Where that package is not installed, :func:`load_fashion_mnist_small` returns a
-stratified subset of the real data (6000 train + 1000 test images) shipped inside this package.
-
-Array conventions (numpy, row-major, outermost dimension first; ggml lists the same shape reversed):
-
-- images: ``(n, 1, 28, 28)`` (samples, channels, rows, columns), or ``(n, 784)`` with ``flatten=True``;
-  float32 in [0, 1] with ``normalize=True`` (pixel / 255), else uint8 in [0, 255].
-- labels: ``(n,)`` int32 class ids in [0, 10); :data:`CLASS_NAMES` gives their names.
-
-This module depends on numpy and the standard library only; it does not load ggml.
-"""
+"""Fashion-MNIST: Debian's ``dataset-fashion-mnist`` package, the small real subset bundled in
+``datasets/``, and the raw IDX files ggml's C++ mnist examples read (see the package docstring)."""
 from __future__ import annotations
 
 import gzip
@@ -20,18 +7,17 @@ import os
 import shutil
 import struct
 import tempfile
-import zlib
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import Optional, Tuple
 
 import numpy as np
+
+from .idx import PathLike, is_gzip, read_idx, write_idx
 
 __all__ = [
     "CLASS_NAMES",
     "DEBIAN_FASHION_MNIST_DIR",
     "FASHION_MNIST_FILES",
-    "read_idx",
-    "write_idx",
     "load_fashion_mnist",
     "load_fashion_mnist_small",
     "fashion_mnist_available",
@@ -39,7 +25,6 @@ __all__ = [
     "default_cache_dir",
 ]
 
-PathLike = Union[str, "os.PathLike[str]"]
 Split = Tuple[np.ndarray, np.ndarray]
 
 #: Fashion-MNIST class names, indexed by label id.
@@ -70,166 +55,6 @@ FASHION_MNIST_FILES = {
 }
 
 _SMALL_NPZ = Path(__file__).resolve().parent / "datasets" / "fashion_mnist_small.npz"
-
-_GZIP_MAGIC = b"\x1f\x8b"
-
-# IDX type code -> big-endian numpy dtype as stored in the file.
-_IDX_DTYPES = {
-    0x08: np.dtype(">u1"),
-    0x09: np.dtype(">i1"),
-    0x0B: np.dtype(">i2"),
-    0x0C: np.dtype(">i4"),
-    0x0D: np.dtype(">f4"),
-    0x0E: np.dtype(">f8"),
-}
-_IDX_CODES = {(dt.kind, dt.itemsize): code for code, dt in _IDX_DTYPES.items()}
-
-
-# --------------------------------------------------------------------------------------------------
-# IDX format
-# --------------------------------------------------------------------------------------------------
-
-def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == _GZIP_MAGIC
-
-
-def _read_exact(f, n: int) -> bytes:
-    """Read n bytes or fewer at end of stream (loops: a compressed stream may return short reads)."""
-    chunks = []
-    while n > 0:
-        chunk = f.read(n)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-def _readinto_exact(f, view: memoryview) -> int:
-    got = 0
-    total = len(view)
-    while got < total:
-        n = f.readinto(view[got:])
-        if not n:
-            break
-        got += n
-    return got
-
-
-def read_idx(path: PathLike) -> np.ndarray:
-    """Read an IDX file (the MNIST container format) into a numpy array.
-
-    The file may be gzip-compressed or raw; this is detected from its first two bytes (1f 8b), not
-    from its name. Layout: magic ``00 00 TT NN`` (TT: element type, NN: number of dimensions), then NN
-    big-endian uint32 sizes (outermost first), then the elements, big-endian, row-major.
-
-    Element types: 0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64.
-
-    Args:
-        path: the file to read.
-
-    Returns:
-        A new, writable array of shape ``(d0, d1, ..., d{NN-1})`` with the matching dtype in native
-        byte order (``()`` with one element when NN = 0).
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-        ValueError: bad magic, unknown element type, truncated header or data, trailing bytes after
-            the data (size mismatch), or a corrupt gzip stream; the message names the file.
-    """
-    path = Path(path)
-    gz = _is_gzip(path)
-    opener = gzip.open if gz else open
-    try:
-        with opener(path, "rb") as f:
-            magic = _read_exact(f, 4)
-            if len(magic) < 4:
-                raise ValueError(f"{path}: truncated IDX file: {len(magic)} bytes, no complete magic number")
-            if magic[0] != 0 or magic[1] != 0 or magic[2] not in _IDX_DTYPES:
-                raise ValueError(
-                    f"{path}: not an IDX file: bad magic number {magic.hex(' ')} "
-                    f"(expected 00 00 TT NN with TT in {', '.join(f'{c:02x}' for c in _IDX_DTYPES)})"
-                )
-            dtype = _IDX_DTYPES[magic[2]]
-            ndim = magic[3]
-            dims_raw = _read_exact(f, 4 * ndim)
-            if len(dims_raw) < 4 * ndim:
-                raise ValueError(f"{path}: truncated IDX header: {ndim} dimensions announced, "
-                                 f"only {len(dims_raw)} of {4 * ndim} size bytes present")
-            shape = struct.unpack(f">{ndim}I", dims_raw)
-            out = np.empty(shape, dtype=dtype)
-            nbytes = out.nbytes
-            got = _readinto_exact(f, memoryview(out.reshape(-1).view(np.uint8)))
-            if got < nbytes:
-                raise ValueError(f"{path}: truncated IDX data: shape {shape} of {dtype.name} needs "
-                                 f"{nbytes} bytes, file holds {got}")
-            extra = f.read(1)
-            if extra:
-                rest = 1 + len(f.read())
-                raise ValueError(f"{path}: IDX size mismatch: {rest} bytes after the data of shape "
-                                 f"{shape} ({dtype.name}, {nbytes} bytes)")
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise ValueError(f"{path}: corrupt or truncated gzip stream: {e}") from e
-    if dtype.itemsize > 1:
-        out = out.astype(dtype.newbyteorder("="), copy=False)
-    else:
-        out = out.view(dtype.newbyteorder("="))
-    return out
-
-
-def write_idx(path: PathLike, array: np.ndarray, *, compress: Optional[bool] = None) -> Path:
-    """Write an array as an IDX file (see :func:`read_idx` for the layout).
-
-    Args:
-        path: the file to write (replaced if present; written to a temporary file and renamed, so a
-            reader never sees a partial file).
-        array: any array of dtype uint8, int8, int16, int32, float32 or float64 with at most 255
-            dimensions, each below 2**32. Written big-endian, row-major.
-        compress: gzip the file; None (default) gzips exactly when the name ends in ``.gz``. The
-            gzip header carries no time stamp, so equal arrays give byte-identical files.
-
-    Returns:
-        The path written.
-
-    Raises:
-        ValueError: unsupported dtype, too many dimensions, or a dimension too large.
-    """
-    path = Path(path)
-    a = np.asarray(array)
-    code = _IDX_CODES.get((a.dtype.kind, a.dtype.itemsize))
-    if code is None:
-        raise ValueError(f"{path}: IDX cannot store dtype {a.dtype} "
-                         "(supported: uint8, int8, int16, int32, float32, float64)")
-    if a.ndim > 255:
-        raise ValueError(f"{path}: IDX stores at most 255 dimensions, got {a.ndim}")
-    if any(d >= 2**32 for d in a.shape):
-        raise ValueError(f"{path}: IDX dimension sizes must be < 2**32, got shape {a.shape}")
-    if compress is None:
-        compress = path.name.endswith(".gz")
-    header = bytes((0, 0, code, a.ndim)) + struct.pack(f">{a.ndim}I", *a.shape)
-    data = np.ascontiguousarray(a, dtype=_IDX_DTYPES[code]).tobytes()
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if compress:
-                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as f:
-                    f.write(header)
-                    f.write(data)
-            else:
-                raw.write(header)
-                raw.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
-
 
 # --------------------------------------------------------------------------------------------------
 # Fashion-MNIST
@@ -326,7 +151,7 @@ def load_fashion_mnist_small(*, normalize: bool = True, flatten: bool = False) -
 
     6000 train images (600 per class) and 1000 test images (100 per class), drawn with a fixed seed
     from the real train and test sets and kept in their original order; see
-    ``pyggml_opt/datasets/README.md`` and ``scripts/make_small_dataset.py``.
+    ``pyggml_opt/data/datasets/README.md`` and ``scripts/make_small_dataset.py``.
 
     Args:
         normalize: True: images as float32 in [0, 1] (pixel / 255). False: uint8 in [0, 255].
@@ -435,7 +260,7 @@ def raw_idx_dir(
             + ", ".join(str(p) for p in looked)
             + f". `apt-get install dataset-fashion-mnist` provides them in {DEBIAN_FASHION_MNIST_DIR}."
         )
-    if all(not _is_gzip(p) and p.name == FASHION_MNIST_FILES[r] for r, p in found.items()):
+    if all(not is_gzip(p) and p.name == FASHION_MNIST_FILES[r] for r, p in found.items()):
         return found["train_images"].parent
 
     out = Path(dest) if dest is not None else default_cache_dir()
@@ -443,7 +268,7 @@ def raw_idx_dir(
     for role, name in FASHION_MNIST_FILES.items():
         p = found[role]
         target = out / name
-        if _is_gzip(p):
+        if is_gzip(p):
             want = _gzip_isize(p)
             if target.is_file() and target.stat().st_size % 2**32 == want:
                 continue

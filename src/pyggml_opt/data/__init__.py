@@ -1,0 +1,22 @@
+"""Data sets for pyggml_opt: an IDX reader/writer, Fashion-MNIST, and a small bundled subset of it.
+
+Fashion-MNIST (Zalando Research, MIT licence) comes from Debian's ``dataset-fashion-mnist`` package,
+which installs the four gzipped IDX files into ``/usr/share/datasets/fashion-mnist/``. Nothing here
+downloads anything. Where that package is not installed, :func:`load_fashion_mnist_small` returns a
+stratified subset of the real data (6000 train + 1000 test images) shipped inside this package.
+
+Array conventions (numpy, row-major, outermost dimension first; ggml lists the same shape reversed):
+
+- images: ``(n, 1, 28, 28)`` (samples, channels, rows, columns), or ``(n, 784)`` with ``flatten=True``;
+  float32 in [0, 1] with ``normalize=True`` (pixel / 255), else uint8 in [0, 255].
+- labels: ``(n,)`` int32 class ids in [0, 10); :data:`CLASS_NAMES` gives their names.
+
+This module depends on numpy and the standard library only; it does not load ggml.
+"""
+from .fashion_mnist import (CLASS_NAMES, DEBIAN_FASHION_MNIST_DIR, FASHION_MNIST_FILES, default_cache_dir,
+                            fashion_mnist_available, load_fashion_mnist, load_fashion_mnist_small, raw_idx_dir)
+from .idx import read_idx, write_idx
+
+__all__ = ["CLASS_NAMES", "DEBIAN_FASHION_MNIST_DIR", "FASHION_MNIST_FILES", "default_cache_dir",
+           "fashion_mnist_available", "load_fashion_mnist", "load_fashion_mnist_small", "raw_idx_dir", "read_idx",
+           "write_idx"]
