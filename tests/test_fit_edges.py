@@ -66,3 +66,15 @@ def test_refit_continues_training(data):
     assert same_weights(a.get_weights(), b.get_weights())
     with pytest.raises(ValueError, match=r"x has samples of shape \(5,\), the model expects \(6,\)"):
         a.fit(x[:, :5], y, epochs=1, **FAST)
+
+
+def test_model_methods_show_their_arguments():
+    """help(model.fit) lists fit's arguments (not **kwargs), with fit's docstring."""
+    import inspect
+    for name in ("fit", "evaluate", "predict", "save"):
+        method = getattr(pgo.Sequential, name)
+        params = list(inspect.signature(method).parameters)
+        assert params[0] == "self" and "kwargs" not in params, (name, params)
+        assert method.__doc__ == getattr(pgo, name).__doc__
+    assert {"epochs", "batch_size", "validation_split", "callbacks", "gather"} <= set(
+        inspect.signature(pgo.Sequential.fit).parameters)

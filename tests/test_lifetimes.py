@@ -217,3 +217,13 @@ def test_1000_build_fit_predict_drop_cycles_keep_memory_flat():
     growth = _trimmed_rss_bytes() - start
     print(f"resident memory growth over 1000 cycles: {growth / 2**20:.2f} MiB")
     assert growth < 10 * 2**20, f"resident memory grew by {growth / 2**20:.1f} MiB over 1000 cycles"
+
+
+def test_tensor_of_a_closed_graph_raises_instead_of_reading_freed_memory():
+    ctx = Context(4)
+    t = ops.new_input(ctx, (2, 3))
+    assert t.shape == (2, 3)
+    ctx.close()
+    with pytest.raises(ClosedError, match="graph context is closed"):
+        t.shape  # noqa: B018
+    assert repr(t) == "Tensor(<graph context closed>)"

@@ -520,3 +520,21 @@ def test_op_without_backward_raises_value_error_naming_it():
     for op_name in ("TANH", "GELU", "SIGMOID", "NORM", "MEAN"):
         assert f"REFUSED {op_name}" in proc.stdout
     assert "INPUT-ONLY OK" in proc.stdout and "MEAN ONE USER OK" in proc.stdout
+
+
+@pytest.mark.parametrize("op,ref", [(ops.sum, lambda a: a.sum().reshape(1)),
+                                    (ops.sum_rows, lambda a: a.sum(axis=-1, keepdims=True)),
+                                    (ops.mean, lambda a: a.mean(axis=-1, keepdims=True))])
+def test_reductions_of_a_strided_view(sched, op, ref):
+    """ggml's CPU SUM / SUM_ROWS read a strided view (a transpose) as if it were contiguous; the ops
+    make it contiguous first, so the result is the view's sum, not the memory's row order."""
+    from pyggml_opt.nn.ops import wrap
+    a = _r(5, 3, seed=7)
+
+    def fn(t):
+        view = wrap(lib.ggml_transpose(t.ctx.ptr, t.ptr), t)  # numpy shape (3, 5), strided
+        assert not lib.ggml_is_contiguous(view.ptr)
+        return op(view)
+
+    out, _, _ = run_graph(sched, fn, [a])
+    np.testing.assert_allclose(out.reshape(-1), ref(a.T.astype(np.float64)).reshape(-1), rtol=1e-5)

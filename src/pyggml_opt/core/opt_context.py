@@ -27,8 +27,7 @@ def _on_params_error(exc_type, exc_value, traceback):  # noqa: ARG001 - cffi's o
     opt = getattr(_evaluating, "optimizer", None)
     if opt is None:
         return None  # the `error` value below: ggml's defaults, which pass its checks
-    if opt._pending is None:
-        opt._pending = exc_value
+    opt.record_error(exc_value)
     return opt.fallback_params()
 
 
@@ -50,8 +49,10 @@ class OptContext(Handle):
          for that batch (any shape) in a fresh compute context; ggml-opt allocates its inputs.
       2. Per physical batch: ``alloc(backward)``, write inputs (and ``labels``), ``eval(result)``.
       3. Every ``opt_period`` backward passes the optimizer ``optimizer`` steps once.
-    ``optimizer`` is an object with ``type`` (ggml_opt_optimizer_type) and ``c_params()`` (returns
-    ``struct ggml_opt_optimizer_params``); it is called back through ``pyggml_get_optimizer_params``.
+    ``optimizer`` (``training.optimizers.Optimizer``) has ``type`` (ggml_opt_optimizer_type) and
+    ``c_params()`` (returns ``struct ggml_opt_optimizer_params``), called back through
+    ``pyggml_get_optimizer_params``; errors it cannot raise in C are kept by ``record_error`` and
+    raised by ``raise_pending`` once ``ggml_opt_eval`` returns.
     The context keeps the scheduler, compute context(s), inputs' owner and optimizer alive.
     """
 

@@ -6,13 +6,12 @@ import gzip
 import os
 import shutil
 import struct
-import tempfile
 from pathlib import Path
 from typing import Optional, Tuple
 
 import numpy as np
 
-from .idx import PathLike, is_gzip, read_idx, write_idx
+from .idx import PathLike, atomic_file, is_gzip, read_idx, write_idx
 
 __all__ = [
     "CLASS_NAMES",
@@ -74,6 +73,13 @@ def _find_files(path: Optional[PathLike]) -> Tuple[dict, list]:
     return found, looked
 
 
+def _not_found(found: dict, looked: list, tail: str) -> FileNotFoundError:
+    missing = [n for r, n in FASHION_MNIST_FILES.items() if r not in found]
+    return FileNotFoundError(
+        f"Fashion-MNIST not found: missing {', '.join(missing)}. Looked for: {', '.join(str(p) for p in looked)}. "
+        f"On Debian/Ubuntu, `apt-get install dataset-fashion-mnist` provides them in {DEBIAN_FASHION_MNIST_DIR}{tail}")
+
+
 def fashion_mnist_available(path: Optional[PathLike] = None) -> bool:
     """Whether all four Fashion-MNIST IDX files (gzipped or not) are present.
 
@@ -127,14 +133,8 @@ def load_fashion_mnist(
     """
     found, looked = _find_files(path)
     if len(found) != len(FASHION_MNIST_FILES):
-        missing = [n for r, n in FASHION_MNIST_FILES.items() if r not in found]
-        raise FileNotFoundError(
-            f"Fashion-MNIST not found: missing {', '.join(missing)}. Looked for: "
-            + ", ".join(str(p) for p in looked)
-            + ". On Debian/Ubuntu, `apt-get install dataset-fashion-mnist` provides them in "
-            f"{DEBIAN_FASHION_MNIST_DIR}; or pass path= a folder holding them. "
-            "load_fashion_mnist_small() needs no download."
-        )
+        raise _not_found(found, looked, "; or pass path= a folder holding them. "
+                         "load_fashion_mnist_small() needs no download.")
     arrays = {role: read_idx(p) for role, p in found.items()}
     train = _prepare(arrays["train_images"], arrays["train_labels"], normalize, flatten, str(found["train_images"]))
     test = _prepare(arrays["test_images"], arrays["test_labels"], normalize, flatten, str(found["test_images"]))
@@ -193,17 +193,8 @@ def _gzip_isize(path: Path) -> int:
 
 
 def _gunzip_to(src: Path, dest: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, gzip.open(src, "rb") as f:
-            shutil.copyfileobj(f, out, 1 << 20)
-        os.replace(tmp, dest)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with atomic_file(dest) as out, gzip.open(src, "rb") as f:
+        shutil.copyfileobj(f, out, 1 << 20)
 
 
 def raw_idx_dir(
@@ -254,12 +245,7 @@ def raw_idx_dir(
 
     found, looked = _find_files(src)
     if len(found) != len(FASHION_MNIST_FILES):
-        missing = [n for r, n in FASHION_MNIST_FILES.items() if r not in found]
-        raise FileNotFoundError(
-            f"Fashion-MNIST not found: missing {', '.join(missing)}. Looked for: "
-            + ", ".join(str(p) for p in looked)
-            + f". `apt-get install dataset-fashion-mnist` provides them in {DEBIAN_FASHION_MNIST_DIR}."
-        )
+        raise _not_found(found, looked, ".")
     if all(not is_gzip(p) and p.name == FASHION_MNIST_FILES[r] for r, p in found.items()):
         return found["train_images"].parent
 
@@ -276,8 +262,6 @@ def raw_idx_dir(
         else:
             if target.is_file() and target.stat().st_size == p.stat().st_size:
                 continue
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
-            os.close(fd)
-            shutil.copyfile(p, tmp)
-            os.replace(tmp, target)
+            with atomic_file(target) as dst, open(p, "rb") as f:
+                shutil.copyfileobj(f, dst, 1 << 20)
     return out

@@ -11,12 +11,30 @@ import os
 import struct
 import tempfile
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional, Union
+from typing import BinaryIO, Iterator, Optional, Union
 
 import numpy as np
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that appears at ``path`` only once written completely (a temporary file in the
+    same folder, renamed at the end; removed if writing fails)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -158,21 +176,12 @@ def write_idx(path: PathLike, array: np.ndarray, *, compress: Optional[bool] = N
     data = np.ascontiguousarray(a, dtype=_IDX_DTYPES[code]).tobytes()
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if compress:
-                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as f:
-                    f.write(header)
-                    f.write(data)
-            else:
-                raw.write(header)
-                raw.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with atomic_file(path) as raw:
+        if compress:
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as f:
+                f.write(header)
+                f.write(data)
+        else:
+            raw.write(header)
+            raw.write(data)
     return path

@@ -195,20 +195,26 @@ def mean(a: Tensor) -> Tensor:
     asserts a scalar, so it aborts whenever the input also gets a gradient from another path (as in
     layer_norm: x - mean(x)). SUM_ROWS' backward handles that case."""
     check_tensor("a", a)
-    n = int(a.ptr.ne[0])
-    return scale(wrap(lib.ggml_sum_rows(graph_context(a).ptr, a.ptr), a), 1.0 / n)
+    return scale(sum_rows(a), 1.0 / int(a.ptr.ne[0]))
 
 
 def sum_rows(a: Tensor) -> Tensor:
     """Sum over the last (numpy) axis, kept as size 1."""
     check_tensor("a", a)
+    a = _contiguous(a)
     return wrap(lib.ggml_sum_rows(graph_context(a).ptr, a.ptr), a)
 
 
 def sum(a: Tensor) -> Tensor:  # noqa: A001 - ggml's name
     """Sum of all elements (a scalar)."""
     check_tensor("a", a)
+    a = _contiguous(a)
     return wrap(lib.ggml_sum(graph_context(a).ptr, a.ptr), a, ndim=1)
+
+
+def _contiguous(a: Tensor) -> Tensor:
+    # ggml's CPU SUM / SUM_ROWS read rows as if contiguous: a strided view would give a wrong sum
+    return a if lib.ggml_is_contiguous(a.ptr) else cont(a)
 
 
 # ---- linear algebra -------------------------------------------------------------------------------

@@ -51,13 +51,14 @@ class FitLoop:
 
     def __init__(self, model: Network, train: TrainingSession, optimizer: Optimizer, *, epochs: int,
                  batch_size: int, physical: int, run: int, seed: int | None, validation, loss: str,
-                 callbacks: Iterable[Callback], verbose: int) -> None:
+                 callbacks: CallbackList, verbose: int) -> None:
         self.model, self.train, self.optimizer = model, train, optimizer
         self.epochs, self.physical, self.run, self.validation, self.loss = epochs, physical, run, validation, loss
         self.n_train = train.dataset.ndata
         self.n_phys = -(-self.n_train // batch_size) * (batch_size // physical)
         self.rng = np.random.default_rng(seed)
-        self.callbacks = CallbackList(callbacks, model, self)
+        self.callbacks = callbacks
+        callbacks.trainer = self
         self.progress = Progress(verbose, epochs, self.n_phys)
         self.verbose = verbose
         self.start_epoch = 0
@@ -130,7 +131,7 @@ class FitLoop:
             val = loss_and_accuracy(forward(self.model, xv, physical), yv, self.loss)
         logs.update(validation_logs(val))
         logs["time"] = time.perf_counter() - t0
-        logs["lr"] = self.optimizer._last_lr if self.optimizer._last_lr is not None else float("nan")
+        logs["lr"] = self.optimizer.last_lr
         return logs
 
 
@@ -174,8 +175,7 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
     run = check_shuffle(shuffle, batch_size)
     seed = check_seed(seed)
     opt = get_optimizer(optimizer)
-    callbacks = list(callbacks or [])
-    CallbackList(callbacks, model, None)  # type checks before anything is built
+    callbacks = CallbackList(callbacks, model, None)  # the loop becomes their trainer
     gather = check_choice("gather", gather, ("auto", "graph", "host"))
 
     x = check_x(model, x)

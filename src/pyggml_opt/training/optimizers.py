@@ -58,7 +58,7 @@ class Optimizer:
             lr = self.current_lr()
             self._last_lr = lr
         except BaseException as exc:  # noqa: BLE001
-            self._pending = exc
+            self.record_error(exc)
             lr = self._last_lr if self._last_lr else 1e-30  # a valid value: ggml-opt asserts lr > 0
         self.step += 1
         p = ffi.new("struct ggml_opt_optimizer_params *")
@@ -70,6 +70,16 @@ class Optimizer:
         p = ffi.new("struct ggml_opt_optimizer_params *")
         self._fill(p, self._last_lr if self._last_lr else 1e-30)
         return p[0]
+
+    @property
+    def last_lr(self) -> float:
+        """The learning rate of the last optimizer step (before any: the constant lr, or NaN)."""
+        return self._last_lr if self._last_lr is not None else float("nan")
+
+    def record_error(self, exc: BaseException) -> None:
+        """Keep ``exc`` (the first one) to raise once the C call that could not take it returns."""
+        if self._pending is None:
+            self._pending = exc
 
     def raise_pending(self) -> None:
         """Re-raise an error the schedule raised inside the C callback."""
