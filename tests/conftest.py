@@ -1,18 +1,16 @@
-"""Shared pytest configuration.
+"""Shared pytest configuration and fixtures (``data``, ``trained``; plain helpers are in support.py).
 
 Marker ``slow``: tests that take minutes (the 30-epoch CNN accuracy target). They run by default
 (scripts/test.sh and CI run everything); deselect them while developing with ``pytest -m "not slow"``.
 """
+import pytest
+
+import pyggml_opt as pgo
+from support import FAST, blobs, mlp
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes minutes; runs by default, deselect with -m 'not slow'")
-
-
-import pytest  # noqa: E402
-
-import pyggml_opt as pgo  # noqa: E402
-from support import FAST, blobs, mlp  # noqa: E402
 
 
 @pytest.fixture(scope="module")

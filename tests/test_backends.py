@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support import FAST, X, Y, mlp
 
 import pyggml_opt as pgo
-from pyggml_opt.core import Backend, find_device
 from pyggml_opt._lib import c_str, lib
-from support import FAST, X, Y, mlp
+from pyggml_opt.core import Backend, find_device
 
 
 def _name(dev) -> str:
@@ -24,8 +24,10 @@ def test_cpu_by_any_spelling(name):
 @pytest.mark.parametrize("name,hint", [
     ("cuda", "cmake.define.GGML_CUDA=ON"), ("CUDA:1", "cmake.define.GGML_CUDA=ON"),
     ("metal", "cmake.define.GGML_METAL=ON"), ("Metal:0", "cmake.define.GGML_METAL=ON"),
+    ("gpu", "cmake.define.GGML_CUDA=ON` (NVIDIA) or `pip install . -C cmake.define.GGML_METAL=ON` (macOS)"),
+    ("rpc", "cmake.define.GGML_RPC=ON"),
     ("vulkan", None),  # not vendored: no build option could add it
-    ("gpu", None), ("cpu:1", None), ("tpu", None),
+    ("cpu:1", None), ("tpu", None),
 ])
 def test_unavailable_backend_lists_this_build_and_how_to_add_it(name, hint):
     if any(d.type != "cpu" for d in pgo.devices()):

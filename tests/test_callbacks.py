@@ -3,19 +3,17 @@ stop_training, what callbacks may not do, and interruption (KeyboardInterrupt, S
 from __future__ import annotations
 
 import json
-
-import numpy as np
-import pytest
-
-import pyggml_opt as pgo
-from pyggml_opt import layers as L
-from support import FAST, X, Y, blobs, max_diff, mlp, same_weights
-
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+
+import numpy as np
+import pytest
+from support import FAST, X, Y, blobs, max_diff, mlp, same_weights
+
+import pyggml_opt as pgo
 
 
 class Recorder(pgo.Callback):

@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from support import FAST, blobs, max_diff, mlp, same_weights
 
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt import ops
 from pyggml_opt.training.batching import epoch_order
-from support import FAST, X, Y, blobs, max_diff, mlp, same_weights
 
 
 def test_sequential_mlp_learns_blobs(data):

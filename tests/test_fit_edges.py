@@ -1,13 +1,15 @@
 """fit's edges: models without trainable parameters, zero epochs, fitting again, progress output."""
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
+from support import FAST, max_diff, mlp, same_weights
 
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt import ops
-from support import FAST, X, Y, max_diff, mlp, same_weights
 
 
 def test_verbose_output(capsys, data):
@@ -70,7 +72,6 @@ def test_refit_continues_training(data):
 
 def test_model_methods_show_their_arguments():
     """help(model.fit) lists fit's arguments (not **kwargs), with fit's docstring."""
-    import inspect
     for name in ("fit", "evaluate", "predict", "save"):
         method = getattr(pgo.Sequential, name)
         params = list(inspect.signature(method).parameters)

@@ -5,7 +5,6 @@ children load many files each to keep the run short, and a child that dies is re
 file it died on. The mutations are drawn from a fixed seed, so a failure replays.
 """
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 import pyggml_opt as pgo
+from pyggml_opt.core import GGUFFile
 from pyggml_opt.nn import serialize
 
 N_FILES = 1000
@@ -105,7 +105,6 @@ def test_hostile_metadata_is_rejected(tmp_path):
     model = pgo.Sequential([pgo.layers.Linear(4, 2)], input_shape=(4,))
     good = tmp_path / "good.gguf"
     model.save(good)
-    from pyggml_opt.core.gguf import GGUFFile
     cases = {
         "config not JSON": {"pyggml_opt.config": "{not json"},
         "unknown layer": {"pyggml_opt.config": json.dumps({"type": "Sequential", "layers": [

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support import FAST, X, Y
 
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt import ops
 from pyggml_opt._lib import lib
 from pyggml_opt.core import OptContext, Result, Scheduler
-from pyggml_opt.nn import ForwardGraph, check_backward
-from support import FAST, X, Y, mlp
+from pyggml_opt.nn import ForwardGraph
 
 
 def _linear_model():

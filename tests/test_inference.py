@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import math
+import signal
 
 import numpy as np
 import pytest
+from support import FAST, blobs, mlp
 
 import pyggml_opt as pgo
-from pyggml_opt import layers as L
-from support import FAST, X, Y, blobs, max_diff, mlp, same_weights
 
 
 @pytest.mark.parametrize("n", [1, 257, 1000])
@@ -54,3 +54,32 @@ def test_training_metrics_match_evaluate_without_updates(data):
     hist = m.fit(x[:64], y[:64], epochs=1, batch_size=16, optimizer=pgo.SGD(lr=1e-12), **FAST)
     assert hist["loss"][0] == pytest.approx(l0, rel=1e-4)
     assert hist["accuracy"][0] == pytest.approx(a0, abs=1e-9)
+
+
+# An interrupt that lands while a finalizer frees a graph is printed and ignored by Python itself
+# ("Exception ignored in: <finalize object>"); pytest reports that as a warning.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_predict_survives_interrupts_at_any_point(trained, data):
+    """Ctrl+C may land anywhere inside predict, between ggml-opt's alloc and eval too: the
+    KeyboardInterrupt reaches the caller and the next predict works (never a ggml abort)."""
+    x = np.repeat(data[0], 40, axis=0)  # 9600 samples: ~40 batches, each its own graph
+    ref = trained.predict(x[:50])
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    interrupted = 0
+    try:
+        for delay in np.linspace(1e-4, 5e-3, 30):
+            signal.setitimer(signal.ITIMER_REAL, float(delay))
+            try:
+                trained.predict(x, batch_size=256)
+            except KeyboardInterrupt:
+                interrupted += 1
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    assert interrupted > 0
+    np.testing.assert_array_equal(trained.predict(x[:50]), ref)

@@ -11,12 +11,21 @@ import weakref
 
 import numpy as np
 import pytest
+from support import FAST, X, Y, mlp, same_weights
 
 import pyggml_opt as pgo
 from pyggml_opt import ops
 from pyggml_opt._lib import lib
-from pyggml_opt.core import Backend, Buffer, ClosedError, Context, Dataset, GGUFFile, Result, Scheduler
-from support import FAST, X, Y, mlp, same_weights
+from pyggml_opt.core import (
+    Backend,
+    Buffer,
+    ClosedError,
+    Context,
+    Dataset,
+    GGUFFile,
+    Result,
+    Scheduler,
+)
 
 
 def _trimmed_rss_bytes() -> int:

@@ -528,11 +528,10 @@ def test_op_without_backward_raises_value_error_naming_it():
 def test_reductions_of_a_strided_view(sched, op, ref):
     """ggml's CPU SUM / SUM_ROWS read a strided view (a transpose) as if it were contiguous; the ops
     make it contiguous first, so the result is the view's sum, not the memory's row order."""
-    from pyggml_opt.nn.ops import wrap
     a = _r(5, 3, seed=7)
 
     def fn(t):
-        view = wrap(lib.ggml_transpose(t.ctx.ptr, t.ptr), t)  # numpy shape (3, 5), strided
+        view = ops.wrap(lib.ggml_transpose(t.ctx.ptr, t.ptr), t)  # numpy shape (3, 5), strided
         assert not lib.ggml_is_contiguous(view.ptr)
         return op(view)
 

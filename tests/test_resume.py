@@ -35,7 +35,9 @@ def test_resume_from_checkpoint_matches_uninterrupted_training(tmp_path, make_op
     resumed = _model()
     hist = resumed.fit(x, y, epochs=4, optimizer=make_opt(), resume_from=tmp_path / "ckpt-2.gguf", **kw)
 
-    assert hist.epoch == [2, 3]
+    # the history goes on from the checkpoint's: the same metrics as the uninterrupted run
+    assert hist.epoch == [0, 1, 2, 3] and resumed.history is hist
+    assert hist["loss"] == straight.history["loss"] and hist["val_loss"] == straight.history["val_loss"]
     a, b = straight.get_weights(), resumed.get_weights()
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])  # bit-identical on the CPU backend
@@ -50,6 +52,9 @@ def test_checkpoint_is_a_loadable_model_and_plain_models_are_not_checkpoints(tmp
     m.save(tmp_path / "plain.gguf")
     with pytest.raises(ValueError, match="not a training checkpoint"):
         _model().fit(x, y, epochs=2, batch_size=50, verbose=0, resume_from=tmp_path / "plain.gguf")
+    other = _model().build((12,))
+    w0 = other.get_weights()
     with pytest.raises(ValueError, match="adamw"):
-        _model().fit(x, y, epochs=2, batch_size=50, verbose=0, optimizer=pgo.SGD(lr=0.1),
-                     resume_from=tmp_path / "c.gguf")
+        other.fit(x, y, epochs=2, batch_size=50, verbose=0, optimizer=pgo.SGD(lr=0.1), resume_from=tmp_path / "c.gguf")
+    assert all(np.array_equal(w0[k], v) for k, v in other.get_weights().items())  # refused before any change
+    assert other.loss is None

@@ -1,16 +1,15 @@
 """GGUF save / load of every model kind, get_weights / set_weights."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from support import FAST, X, Y, mlp, same_weights
 
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt import ops
-from support import FAST, X, Y, blobs, max_diff, mlp, same_weights
-
-import json
-
 from pyggml_opt.core import GGUFFile
 from pyggml_opt.nn import serialize
 
@@ -66,7 +65,7 @@ def test_save_load_mnist_fc(tmp_path):
     with GGUFFile.read(tmp_path / "fc.gguf") as f:
         assert f.get("general.architecture") == "mnist-fc"
         assert sorted(f.tensor_names()) == ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight"]
-        assert f.tensor_shape("fc1.weight") == (500, 784)
+        assert f.tensor("fc1.weight").shape == (500, 784)
 
 
 def test_save_load_mnist_cnn_dense_permutation(tmp_path):
@@ -166,3 +165,26 @@ def test_set_weights_errors():
         mlp(build=False).set_weights({})
     with pytest.raises(ValueError, match="not built"):
         mlp(build=False).predict(np.zeros((2, 6)))
+
+
+def test_names_and_sizes_ggml_cannot_store_are_value_errors(tmp_path):
+    """ggml keeps at most 63 bytes of a tensor name and gguf aborts on duplicate names: too long a
+    parameter name is refused when the model is built, and a checkpoint, which prefixes its optimizer
+    tensors, refuses names that would not fit there; a model of any size saves (one tensor context
+    per tensor written)."""
+    with pytest.raises(ValueError, match="too long for ggml's tensor names"):
+        pgo.Sequential([L.Linear(3, 2, name="b" * 60)]).build((3,))
+    m = pgo.Sequential([L.Linear(3, 2, name="c" * 45)], input_shape=(3,))  # "ccc...c.weight": 52 bytes
+    m.save(tmp_path / "ok.gguf")
+    with pytest.raises(ValueError, match=r"too long for ggml's tensor names \(at most 51 bytes here\)"):
+        m.fit(X[:, :3], Y % 2, epochs=1, batch_size=8, callbacks=[pgo.ModelCheckpoint(tmp_path / "ck.gguf")], **FAST)
+    assert not (tmp_path / "ck.gguf").exists()
+    big = pgo.Sequential([L.Linear(4, 4) for _ in range(150)], input_shape=(4,))  # 300 tensors
+    big.save(tmp_path / "big.gguf")
+    assert same_weights(pgo.load(tmp_path / "big.gguf").get_weights(), big.get_weights())
+    with GGUFFile() as f:
+        f.add_tensor("t", np.zeros(2))
+        with pytest.raises(ValueError, match="already has a tensor 't'"):
+            f.add_tensor("t", np.zeros(2))
+        with pytest.raises(ValueError, match="too long"):
+            f.add_tensor("x" * 64, np.zeros(2))

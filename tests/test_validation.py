@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support import FAST, X, Y, mlp, same_weights
 
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
-from support import FAST, X, Y, blobs, max_diff, mlp, same_weights
-
 from pyggml_opt import ops
-
-
-X, Y = blobs(n=32)
 
 
 @pytest.mark.parametrize("kwargs,exc,match", [
@@ -51,16 +47,16 @@ X, Y = blobs(n=32)
     (dict(batch_size=8, physical_batch_size=3), ValueError, r"batch_size \(8\) must be a multiple of physical_batch_size \(3\)"),
     (dict(batch_size=8, physical_batch_size=16), ValueError, "must be a multiple of physical_batch_size"),
     (dict(physical_batch_size=0), ValueError, "physical_batch_size must be an int >= 1"),
-    (dict(validation_split=1.0), ValueError, r"validation_split must be in \[0, 1\)"),
-    (dict(validation_split=-0.1), ValueError, r"validation_split must be in \[0, 1\)"),
-    (dict(validation_split="0.1"), ValueError, "validation_split"),
+    (dict(validation_split=1.0), ValueError, r"validation_split must be in \[0.0, 1.0\)"),
+    (dict(validation_split=-0.1), ValueError, r"validation_split must be in \[0.0, 1.0\)"),
+    (dict(validation_split="0.1"), TypeError, "validation_split must be a number"),
     (dict(validation_split=0.2, validation_data=(X, Y)), ValueError, "validation_split or validation_data"),
     (dict(validation_data=(X[:, :5], Y)), ValueError, r"validation_data\[0\] has samples of shape"),
     (dict(validation_data=(X, Y[:3])), ValueError, "different lengths"),
     (dict(validation_data=(X,)), ValueError, "validation_data must be a pair"),
     (dict(epochs=-1), ValueError, "epochs must be an int >= 0"),
-    (dict(verbose=3), ValueError, "verbose must be 0, 1 or 2"),
-    (dict(seed=-1), ValueError, "seed must be a non-negative int"),
+    (dict(verbose=3), ValueError, r"verbose must be an int in \[0, 2\]"),
+    (dict(seed=-1), ValueError, "seed must be an int >= 0"),
     (dict(n_threads=0), ValueError, "n_threads must be an int in \\[1, "),
     (dict(callbacks=[lambda *a: None]), TypeError, "callbacks must be Callback objects"),
 ])

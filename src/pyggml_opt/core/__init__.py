@@ -4,9 +4,9 @@ from .context import Context
 from .dataset import Dataset
 from .gguf import GGUFFile
 from .handle import ClosedError, Handle
-from .opt_context import LOSS_TYPES, OptContext
+from .opt_context import LOSS_TYPES, OptContext, loss_type
 from .result import Result
 from .scheduler import GRAPH_SIZE, Scheduler
 
 __all__ = ["Backend", "Buffer", "ClosedError", "Context", "Dataset", "Device", "GGUFFile", "GRAPH_SIZE", "Handle",
-           "LOSS_TYPES", "OptContext", "Result", "Scheduler", "devices", "find_device"]
+           "LOSS_TYPES", "OptContext", "loss_type", "Result", "Scheduler", "devices", "find_device"]

@@ -41,9 +41,11 @@ def devices() -> list[Device]:
 
 # The names people use that differ from ggml's registry names (ggml registers Metal as "MTL").
 _REGISTRY_ALIASES = {"metal": "mtl"}
-# Backends whose sources are vendored (vendor/ggml/src), with the CMake option that builds them; a
+# Backends whose sources are vendored (vendor/ggml/src), with the CMake options that build them; a
 # backend that is not vendored gets no hint, since no option of this build could provide it.
-_BUILD_OPTIONS = {"cuda": "GGML_CUDA=ON", "metal": "GGML_METAL=ON (macOS)"}
+_CUDA, _METAL = ("GGML_CUDA=ON", " (NVIDIA)"), ("GGML_METAL=ON", " (macOS)")
+_BUILD_OPTIONS = {"cuda": [_CUDA], "metal": [_METAL], "gpu": [_CUDA, _METAL], "blas": [("GGML_BLAS=ON", "")],
+                  "rpc": [("GGML_RPC=ON", "")]}
 
 
 def find_device(name: str):
@@ -74,8 +76,9 @@ def find_device(name: str):
     if i < len(matches):
         return matches[i]
     known = ", ".join(f"{d.name} ({d.type})" for d in devices())
-    hint = _BUILD_OPTIONS.get(kind)
-    how = f"; to add it, rebuild with `pip install . -C cmake.define.{hint}`" if hint else ""
+    options = _BUILD_OPTIONS.get(kind, [])
+    how = "; to add it, rebuild with " + " or ".join(
+        f"`pip install . -C cmake.define.{option}`{note}" for option, note in options) if options else ""
     raise ValueError(f"backend {name!r} is not available in this build, which has: {known}{how}")
 
 
@@ -104,7 +107,6 @@ class Backend(Handle):
         fn = cpu_proc("ggml_backend_set_n_threads", "ggml_backend_set_n_threads_t")
         if self.is_cpu and fn is not None:
             fn(self.ptr, n_threads)
-        self.n_threads = n_threads
 
 
 class Buffer(Handle):

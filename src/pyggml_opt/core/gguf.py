@@ -6,8 +6,10 @@ import os
 import numpy as np
 
 from .._lib import c_str, ffi, lib
+from ..atomic import atomic_path
+from .context import Context
 from .handle import Handle
-from .tensor_data import NP_TYPES, ne_of, shape_of
+from .tensor_data import MAX_NAME, NP_TYPES, ne_of, shape_of
 
 _GETTERS = {
     lib.GGUF_TYPE_UINT8: "u8", lib.GGUF_TYPE_INT8: "i8", lib.GGUF_TYPE_UINT16: "u16",
@@ -30,7 +32,7 @@ class GGUFFile(Handle):
     def __init__(self, _ptr=None, _ctx_ptr=None) -> None:
         self._tensor_ctx = _ctx_ptr
         self._path: str | None = None  # set by read(); tensor data is read from this file
-        self._arrays: list[np.ndarray] = []  # data of tensors added for writing
+        self._arrays: list = []  # (data, context) of each tensor added for writing
         ptr = _ptr if _ptr is not None else lib.gguf_init_empty()
         super().__init__(ptr, lib.gguf_free)
         if _ctx_ptr is not None:
@@ -129,32 +131,24 @@ class GGUFFile(Handle):
             raise ValueError(f"tensor {name!r} is truncated in the file")
         return arr.astype(dtype, copy=False).reshape(shape_of(t, ndim))
 
-    def tensor_shape(self, name: str, ndim: int | None = None) -> tuple[int, ...]:
-        t = lib.ggml_get_tensor(self._tensor_ctx, name.encode())
-        if t == ffi.NULL:
-            raise KeyError(f"no tensor {name!r} in the GGUF file")
-        return shape_of(t, ndim)
-
     def add_tensor(self, name: str, value: np.ndarray) -> None:
-        """Add a float32 tensor (numpy-order shape, at most 4 dims) to be written."""
+        """Add a float32 tensor (numpy-order shape, at most 4 dims) to be written. ValueError for a name
+        ggml cannot store (64 bytes or more) or one already added (gguf aborts on both)."""
+        key = name.encode()
+        if len(key) >= MAX_NAME:
+            raise ValueError(f"GGUF tensor name {name!r} is too long (at most {MAX_NAME - 1} bytes)")
+        if lib.gguf_find_tensor(self.ptr, key) >= 0:
+            raise ValueError(f"the GGUF file already has a tensor {name!r}")
         arr = np.ascontiguousarray(value, dtype=np.float32)
-        if self._tensor_ctx is None:
-            params = ffi.new("struct ggml_init_params *", {
-                "mem_size": 256 * lib.ggml_tensor_overhead(), "mem_buffer": ffi.NULL, "no_alloc": True})
-            self._tensor_ctx = lib.ggml_init(params[0])
-            self._ctx_finalizer = Handle(self._tensor_ctx, lib.ggml_free)
-        t = lib.ggml_new_tensor(self._tensor_ctx, lib.GGML_TYPE_F32, lib.GGML_MAX_DIMS,
-                                ffi.new("int64_t[4]", ne_of(arr.shape)))
-        if t == ffi.NULL:
-            raise MemoryError("too many tensors for one GGUF file written by pyggml_opt (256)")
-        lib.ggml_set_name(t, name.encode())
-        self._arrays.append(arr)
+        ctx = Context(1)  # one per tensor: gguf keeps a copy of the tensor's header, its data stays in `arr`
+        t = lib.ggml_new_tensor(ctx.ptr, lib.GGML_TYPE_F32, lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne_of(arr.shape)))
+        lib.ggml_set_name(t, key)
+        self._arrays.append((arr, ctx))
         t.data = ffi.cast("void *", ffi.from_buffer(arr))
         lib.gguf_add_tensor(self.ptr, t)
 
     def write(self, path) -> None:
-        path = os.fspath(path)
-        tmp = path + ".tmp"
-        if not lib.gguf_write_to_file(self.ptr, tmp.encode(), False):
-            raise OSError(f"could not write GGUF file {path!r}")
-        os.replace(tmp, path)  # never leave a half-written file under the final name
+        """Write the file; it replaces ``path`` only once written completely."""
+        with atomic_path(path) as tmp:
+            if not lib.gguf_write_to_file(self.ptr, tmp.encode(), False):
+                raise OSError(f"could not write GGUF file {os.fspath(path)!r}")

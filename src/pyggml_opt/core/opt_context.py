@@ -15,6 +15,13 @@ LOSS_TYPES = {
 }
 
 
+def loss_type(loss) -> int:
+    """ggml-opt's loss type for a loss name; ValueError naming the known ones."""
+    if not isinstance(loss, str) or loss not in LOSS_TYPES:
+        raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_TYPES)}")
+    return LOSS_TYPES[loss]
+
+
 # The optimizer whose ggml_opt_eval is running in this thread (for _on_params_error).
 _evaluating = threading.local()
 
@@ -60,10 +67,8 @@ class OptContext(Handle):
 
     def __init__(self, scheduler, loss: str, optimizer=None, *, static=None, opt_period: int = 1,
                  forward_only: bool = False, keep_alive=()) -> None:
-        if loss not in LOSS_TYPES:
-            raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_TYPES)}")
         opt_period = check_int("opt_period", opt_period)
-        params = lib.ggml_opt_default_params(scheduler.ptr, LOSS_TYPES[loss])
+        params = lib.ggml_opt_default_params(scheduler.ptr, loss_type(loss))
         ctx_compute = None
         if static is not None:
             ctx_compute, inputs, outputs = static
@@ -80,7 +85,7 @@ class OptContext(Handle):
             params.get_opt_pars_ud = self._userdata
         super().__init__(lib.ggml_opt_init(params), lib.ggml_opt_free,
                          scheduler, ctx_compute, self._userdata, optimizer, *keep_alive)
-        self.scheduler, self.optimizer, self.loss_type = scheduler, optimizer, loss
+        self.scheduler, self.optimizer = scheduler, optimizer
         self.static = static is not None
         self._prepared = None
 

@@ -24,7 +24,6 @@ class Scheduler(Handle):
         ptr = lib.ggml_backend_sched_new(arr, ffi.NULL, len(backends), graph_size, False, True)
         super().__init__(ptr, lib.ggml_backend_sched_free, *backends)
         self.backends = list(backends)
-        self.graph_size = graph_size
 
     @classmethod
     def for_device(cls, name: str = "cpu", n_threads: int | None = None) -> "Scheduler":

@@ -11,6 +11,8 @@ import numpy as np
 
 from .._lib import ffi, lib
 
+MAX_NAME = 64  # GGML_MAX_NAME: ggml_tensor.name is char[64], so names have at most 63 bytes
+
 NP_TYPES = {
     lib.GGML_TYPE_F32: np.float32,
     lib.GGML_TYPE_F16: np.float16,

@@ -11,7 +11,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .idx import PathLike, atomic_file, is_gzip, read_idx, write_idx
+from ..atomic import atomic_file
+from .idx import PathLike, is_gzip, read_idx, write_idx
 
 __all__ = [
     "CLASS_NAMES",

@@ -9,32 +9,15 @@ from __future__ import annotations
 import gzip
 import os
 import struct
-import tempfile
 import zlib
-from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Iterator, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 
+from ..atomic import atomic_file
+
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-@contextmanager
-def atomic_file(path: Path) -> Iterator[BinaryIO]:
-    """A binary file that appears at ``path`` only once written completely (a temporary file in the
-    same folder, renamed at the end; removed if writing fails)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 _GZIP_MAGIC = b"\x1f\x8b"
 

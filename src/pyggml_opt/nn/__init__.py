@@ -4,11 +4,12 @@ from . import layers, ops
 from .backward import check_backward
 from .functional import FunctionModel
 from .graph import ForwardGraph, output_shape_of
-from .network import Network
+from .network import Network, check_network
 from .ops import Tensor
 from .params import ParamStore
 from .registry import deserialize, register, serialize
 from .sequential import Sequential
+from .shapes import MAX_SAMPLE_AXES
 
-__all__ = ["ForwardGraph", "FunctionModel", "Network", "ParamStore", "Sequential", "Tensor", "check_backward",
-           "deserialize", "layers", "ops", "output_shape_of", "register", "serialize"]
+__all__ = ["ForwardGraph", "FunctionModel", "MAX_SAMPLE_AXES", "Network", "ParamStore", "Sequential", "Tensor",
+           "check_backward", "check_network", "deserialize", "layers", "ops", "output_shape_of", "register", "serialize"]

@@ -5,9 +5,12 @@ from typing import Callable
 
 import numpy as np
 
+from .._lib import lib
+from ..checks import check_int
 from .graph import output_shape_of
 from .network import Network
 from .ops import Tensor
+from .params import uniform_init
 
 
 class FunctionModel(Network):
@@ -25,10 +28,12 @@ class FunctionModel(Network):
         if not callable(forward):
             raise TypeError("forward must be a callable (x, params) -> Tensor")
         self._forward, self._init = forward, init
-        self._declared = {str(k): tuple(int(d) for d in v) for k, v in param_shapes.items()}
-        for k, v in self._declared.items():
-            if not 1 <= len(v) <= 4 or any(d < 1 for d in v):
-                raise ValueError(f"parameter {k!r}: shape must have 1 to 4 positive entries, got {v}")
+        self._declared = {}
+        for k, v in dict(param_shapes).items():
+            shape = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+            if not 1 <= len(shape) <= lib.GGML_MAX_DIMS:
+                raise ValueError(f"parameter {k!r}: shape must have 1 to {lib.GGML_MAX_DIMS} positive entries, got {v}")
+            self._declared[str(k)] = tuple(check_int(f"parameter {k!r}: shape entries", d) for d in shape)
         if input_shape is not None:
             self.build(input_shape)
 
@@ -43,9 +48,7 @@ class FunctionModel(Network):
             return value
         if len(shape) == 1:
             return np.zeros(shape, np.float32)
-        fan_in = int(np.prod(shape[1:]))
-        bound = 1.0 / np.sqrt(fan_in)
-        return rng.uniform(-bound, bound, size=shape).astype(np.float32)
+        return uniform_init(rng, shape, int(np.prod(shape[1:])))
 
     def forward(self, x, params):
         out = self._forward(x, params)

@@ -17,8 +17,9 @@ import numpy as np
 from ..checks import check_int, check_number, check_pair
 from . import ops as F
 from .ops import Tensor
+from .params import uniform_init
 from .registry import register
-from .shapes import conv2d_output_hw, pool2d_output_hw
+from .shapes import MAX_SAMPLE_AXES, conv2d_output_hw, pool2d_output_hw
 
 
 class Layer:
@@ -54,11 +55,6 @@ class Layer:
                          f"{tuple(input_shape)} (batch axis excluded) does not fit: expected {expected}")
 
 
-def _uniform(rng: np.random.Generator, shape, fan_in: int) -> np.ndarray:
-    bound = 1.0 / math.sqrt(fan_in)
-    return rng.uniform(-bound, bound, size=shape).astype(np.float32)
-
-
 class Linear(Layer):
     """y = x W^T + b: (in_features,) -> (out_features,). ``weight`` (out, in), ``bias`` (out,)."""
 
@@ -77,7 +73,7 @@ class Linear(Layer):
         return (self.out_features,)
 
     def init(self, pname, shape, rng):
-        return _uniform(rng, shape, self.in_features)
+        return uniform_init(rng, shape, self.in_features)
 
     def forward(self, x, params):
         return F.linear(x, params["weight"], params.get("bias"))
@@ -116,7 +112,7 @@ class Conv2d(Layer):
         return (self.out_channels, oh, ow)
 
     def init(self, pname, shape, rng):
-        return _uniform(rng, shape, self.in_channels * self.kernel_size[0] * self.kernel_size[1])
+        return uniform_init(rng, shape, self.in_channels * self.kernel_size[0] * self.kernel_size[1])
 
     def forward(self, x, params):
         y = F.conv_2d(x, params["kernel"], self.stride, self.padding, self.dilation)
@@ -180,8 +176,9 @@ class Reshape(Layer):
     def __init__(self, shape: Sequence[int], name: str | None = None) -> None:
         super().__init__(name)
         self.shape = tuple(check_int("shape entries", s) for s in shape)
-        if not 1 <= len(self.shape) <= 3:
-            raise ValueError(f"Reshape: shape must have 1 to 3 entries (batch axis excluded), got {self.shape}")
+        if not 1 <= len(self.shape) <= MAX_SAMPLE_AXES:
+            raise ValueError(f"Reshape: shape must have 1 to {MAX_SAMPLE_AXES} entries (batch axis excluded), "
+                             f"got {self.shape}")
 
     def output_shape(self, input_shape):
         if int(np.prod(input_shape)) != int(np.prod(self.shape)):

@@ -15,8 +15,10 @@ import threading
 
 import numpy as np
 
+from ..checks import check_int
 from .ops import Tensor
-from .params import ParamStore
+from .params import ParamStore, check_param_name
+from .shapes import MAX_SAMPLE_AXES
 
 
 class Network:
@@ -28,6 +30,7 @@ class Network:
         self.output_shape: tuple[int, ...] | None = None
         self.param_shapes: dict[str, tuple[int, ...]] = {}
         self.loss: str | None = None  # the loss last trained with (predict applies softmax for cross_entropy)
+        self.backend: str | None = None  # the ggml device the network last ran on (kept by close and copies)
         self.history = None
         self.stop_training = False
         self._weights: dict[str, np.ndarray] | None = None
@@ -69,10 +72,14 @@ class Network:
         return self._build(input_shape, lambda name, shape: self._init_param(name, shape, rng))
 
     def _build(self, input_shape, init) -> "Network":
-        input_shape = tuple(int(d) for d in input_shape)
-        if not 1 <= len(input_shape) <= 3 or any(d < 1 for d in input_shape):
-            raise ValueError(f"input_shape must have 1 to 3 positive entries (batch axis excluded), got {input_shape}")
+        input_shape = tuple(input_shape)
+        if not 1 <= len(input_shape) <= MAX_SAMPLE_AXES:
+            raise ValueError(f"input_shape must have 1 to {MAX_SAMPLE_AXES} positive entries (batch axis excluded), "
+                             f"got {input_shape}")
+        input_shape = tuple(check_int("input_shape entries", d) for d in input_shape)
         shapes, out = self._build_shapes(input_shape)
+        for name in shapes:
+            check_param_name(name)
         if len(out) != 1:
             raise ValueError(f"the model's output must be (batch, features), got per-sample shape {out}; "
                              "end it with Flatten() or Linear(...)")
@@ -167,11 +174,15 @@ class Network:
     def close(self) -> None:
         """Free the ggml memory of the weights and of everything attached (the weights stay available
         in numpy; using the network again re-creates what it needs). Idempotent."""
-        with self.lock:
+        if not self.lock.acquire(blocking=False):
+            raise RuntimeError("cannot close the model while another thread uses it")
+        try:
             self.check_not_busy("close")
             self._drop_store()
             while self._attachments:
                 self._attachments.popitem()[1].close()
+        finally:
+            self.lock.release()
 
     def __enter__(self):
         return self
@@ -188,7 +199,8 @@ class Network:
     def __reduce__(self):
         # What pickle (and clone) keep: the architecture, the weights in numpy, the loss, the history.
         weights = self.get_weights() if self.built else None
-        return restore, (type(self), self.get_config(), self.input_shape, weights, self.loss, self.history)
+        return restore, (type(self), self.get_config(), self.input_shape, weights, self.loss, self.backend,
+                         self.history)
 
     def __copy__(self) -> "Network":
         return self.clone()
@@ -203,10 +215,18 @@ class Network:
         return "\n".join(lines)
 
 
-def restore(cls: type, config: dict, input_shape, weights: dict | None, loss: str | None, history) -> Network:
+def restore(cls: type, config: dict, input_shape, weights: dict | None, loss: str | None, backend: str | None,
+            history) -> Network:
     """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
     network = cls.from_config(config)
     if input_shape is not None:
         network._build(input_shape, lambda name, shape: weights[name])
-    network.loss, network.history = loss, history
+    network.loss, network.backend, network.history = loss, backend, history
     return network
+
+
+def check_network(obj) -> Network:
+    """TypeError unless ``obj`` is a pyggml_opt model (a Network)."""
+    if not isinstance(obj, Network):
+        raise TypeError(f"model must be a pyggml_opt model, got {type(obj).__name__}")
+    return obj

@@ -6,10 +6,25 @@ import numpy as np
 from .._lib import ffi, lib
 from ..core import Backend, Buffer, Context
 from ..core import tensor_data
+from ..core.tensor_data import MAX_NAME
 from .ops import Tensor
 
 
-MAX_NAME = 64  # GGML_MAX_NAME: ggml_tensor.name is char[64]
+
+
+def check_param_name(name: str, reserve: int = 0) -> str:
+    """A parameter name that fits ggml's tensor names (63 bytes) with ``reserve`` bytes to spare (a
+    checkpoint prefixes its optimizer tensors), else ValueError."""
+    if len(name.encode()) + reserve >= MAX_NAME:
+        raise ValueError(f"parameter name {name!r} is too long for ggml's tensor names (at most "
+                         f"{MAX_NAME - 1 - reserve} bytes{' here' if reserve else ''})")
+    return name
+
+
+def uniform_init(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
+    """U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as float32: PyTorch's default for weights and biases."""
+    bound = 1.0 / np.sqrt(fan_in)
+    return rng.uniform(-bound, bound, size=shape).astype(np.float32)
 
 
 class ParamStore:
@@ -25,9 +40,7 @@ class ParamStore:
         for name, shape in shapes.items():
             ne = tensor_data.ne_of(shape)
             t = lib.ggml_new_tensor(self.ctx.ptr, lib.GGML_TYPE_F32, lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne))
-            if len(name.encode()) >= MAX_NAME:
-                raise ValueError(f"parameter name {name!r} is too long for ggml (at most 63 bytes)")
-            lib.ggml_set_name(t, name.encode())
+            lib.ggml_set_name(t, check_param_name(name).encode())
             self.tensors[name] = Tensor(t, None, self.ctx, len(shape))
         # ggml allocates no buffer for a context without tensors (a model without parameters)
         self.buffer = Buffer(self.ctx, backend) if self.tensors else None

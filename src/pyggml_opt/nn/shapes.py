@@ -2,6 +2,11 @@
 a graph as it is built) and by the layers (to know shapes before any graph exists)."""
 from __future__ import annotations
 
+from .._lib import lib
+
+# A sample has at most 3 axes (channels, height, width): ggml tensors have 4 dimensions, one is the batch.
+MAX_SAMPLE_AXES = lib.GGML_MAX_DIMS - 1
+
 
 def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int = 1) -> int:
     """Output length of a convolution along one axis (< 1: the kernel does not fit)."""

@@ -4,6 +4,8 @@ A checkpoint is a model GGUF file (``model_file.py``, loadable with ``pgo.load``
   - ``pyggml_opt.checkpoint.epoch``: epochs completed;
   - ``pyggml_opt.checkpoint.optimizer``: "adamw" or "sgd"; ``.iter``: ggml-opt's optimizer iteration
     (1 + steps taken; AdamW's bias correction); ``.step``: steps taken (the learning-rate schedule's clock);
+  - ``pyggml_opt.checkpoint.history``: the metrics of the epochs completed (JSON: ``epoch``, a list,
+    and ``history``, metric name -> one value per epoch);
   - tensors ``optimizer.m.<param>`` and ``optimizer.v.<param>``: the AdamW moments.
 ggml-opt keeps that state private; vendor/patches/0002 adds the accessors used here.
 
@@ -13,15 +15,18 @@ gives the weights of an uninterrupted run.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..core import GGUFFile
 from ..nn import Network
+from ..nn.params import check_param_name
 from .model_file import read_weights, save
 
 PREFIX = "pyggml_opt.checkpoint."
+_MOMENT_PREFIX = "optimizer.m."  # and "optimizer.v.": as long
 
 
 @dataclass
@@ -34,18 +39,38 @@ class OptimizerState:
     m: dict[str, np.ndarray] = field(default_factory=dict)
     v: dict[str, np.ndarray] = field(default_factory=dict)
 
+    def check_fits(self, optimizer: str) -> None:
+        """ValueError unless this state can continue training with ``optimizer`` (its name)."""
+        if self.optimizer != optimizer:
+            raise ValueError(f"the checkpoint was trained with {self.optimizer!r}, this fit uses {optimizer!r}")
+        if self.iter < 1 or self.step < 0:
+            raise ValueError(f"corrupt checkpoint: optimizer iteration {self.iter}, step {self.step}")
 
-def save_checkpoint(model: Network, path, epoch: int, state: OptimizerState) -> None:
-    """Write model + optimizer state after ``epoch`` completed epochs."""
+
+@dataclass
+class Checkpoint:
+    """What ``load_checkpoint`` reads back."""
+
+    weights: dict[str, np.ndarray]
+    epoch: int                        # epochs completed
+    state: OptimizerState
+    history: dict                     # {"epoch": [...], "history": {metric: [...]}}; empty if not saved
+
+
+def save_checkpoint(model: Network, path, epoch: int, state: OptimizerState, history: dict | None = None) -> None:
+    """Write model + optimizer state (+ the metrics so far) after ``epoch`` completed epochs."""
+    for name in state.m:
+        check_param_name(name, reserve=len(_MOMENT_PREFIX))
     extra = {PREFIX + "epoch": int(epoch), PREFIX + "optimizer": state.optimizer,
-             PREFIX + "iter": int(state.iter), PREFIX + "step": int(state.step)}
+             PREFIX + "iter": int(state.iter), PREFIX + "step": int(state.step),
+             PREFIX + "history": json.dumps(history or {})}
     tensors = {f"optimizer.m.{k}": v for k, v in state.m.items()}
     tensors.update({f"optimizer.v.{k}": v for k, v in state.v.items()})
     save(model, path, extra, tensors)
 
 
-def load_checkpoint(path, model: Network) -> tuple[dict[str, np.ndarray], int, OptimizerState]:
-    """(weights, epochs completed, optimizer state) from a checkpoint written for ``model``."""
+def load_checkpoint(path, model: Network) -> Checkpoint:
+    """The checkpoint at ``path``, written for ``model``'s architecture."""
     with GGUFFile.read(path) as f:
         epoch = f.get(PREFIX + "epoch")
         if not isinstance(epoch, int) or epoch < 0:
@@ -65,4 +90,10 @@ def load_checkpoint(path, model: Network) -> tuple[dict[str, np.ndarray], int, O
                     if value.shape != shape or value.dtype != np.float32 or not np.isfinite(value).all():
                         raise ValueError(f"{path!s}: optimizer tensor {key!r} does not fit parameter shape {shape}")
                     dest[pname] = value
-        return weights, epoch, state
+        try:
+            history = json.loads(f.get(PREFIX + "history") or "{}")
+        except ValueError:
+            raise ValueError(f"{path!s}: corrupt checkpoint history") from None
+        if not isinstance(history, dict):
+            raise ValueError(f"{path!s}: corrupt checkpoint history")
+        return Checkpoint(weights, epoch, state, history)

@@ -172,12 +172,15 @@ class ModelCheckpoint(MonitorCallback):
         self.path, self.save_best_only, self.save_optimizer = str(path), save_best_only, save_optimizer
         self.saved: list[str] = []
 
+    def on_train_begin(self, model):
+        pass  # as Keras: the best value so far carries over to the next fit with this callback
+
     def on_epoch_end(self, model, epoch, logs):
         if self.save_best_only and not self.update(epoch, logs):
             return
         path = self.path.format(epoch=epoch + 1)
         if self.save_optimizer and self.trainer is not None:
-            save_checkpoint(model, path, epoch + 1, self.trainer.optimizer_state())
+            save_checkpoint(model, path, epoch + 1, self.trainer.optimizer_state(), model.history.to_dict())
         else:
             save(model, path)
         self.saved.append(path)

@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_int
-from ..core import LOSS_TYPES
-from ..nn import Network
-
-
-def check_network(model) -> Network:
-    if not isinstance(model, Network):
-        raise TypeError(f"model must be a pyggml_opt model, got {type(model).__name__}")
-    return model
+from ..checks import check_int, check_number
+from ..core import loss_type
+from ..nn import MAX_SAMPLE_AXES, Network
 
 
 def as_number_array(name: str, x) -> np.ndarray:
@@ -36,8 +30,9 @@ def check_x(model: Network, x, name: str = "x") -> np.ndarray:
         raise ValueError(f"{name} must have a batch axis first: shape (n, features...), got {arr.shape}")
     if arr.shape[0] == 0:
         raise ValueError(f"{name} is empty")
-    if arr.ndim > 4:
-        raise ValueError(f"{name} has {arr.ndim} axes; at most 4 (n, channels, height, width) are supported")
+    if arr.ndim > 1 + MAX_SAMPLE_AXES:
+        raise ValueError(f"{name} has {arr.ndim} axes; at most {1 + MAX_SAMPLE_AXES} (n, channels, height, width) "
+                         "are supported")
     if model.built and tuple(arr.shape[1:]) != model.input_shape:
         raise ValueError(f"{name} has samples of shape {tuple(arr.shape[1:])}, the model expects {model.input_shape}")
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
@@ -49,8 +44,7 @@ def check_x(model: Network, x, name: str = "x") -> np.ndarray:
 
 
 def check_loss(loss) -> str:
-    if not isinstance(loss, str) or loss not in LOSS_TYPES:
-        raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_TYPES)}")
+    loss_type(loss)
     return loss
 
 
@@ -100,11 +94,8 @@ def check_shuffle(shuffle, batch_size: int) -> int:
 
 
 def check_seed(seed) -> int | None:
-    if seed is None:
-        return None
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
-    return int(seed)
+    """None or an int >= 0."""
+    return None if seed is None else check_int("seed", seed, 0)
 
 
 def check_batch_sizes(batch_size, physical_batch_size) -> tuple[int, int]:
@@ -117,12 +108,10 @@ def check_batch_sizes(batch_size, physical_batch_size) -> tuple[int, int]:
 
 
 def check_validation_split(validation_split, validation_data) -> float:
-    if not isinstance(validation_split, (int, float)) or isinstance(validation_split, bool) \
-            or not 0.0 <= validation_split < 1.0:
-        raise ValueError(f"validation_split must be in [0, 1), got {validation_split!r}")
+    validation_split = check_number("validation_split", validation_split, 0.0, 1.0, hi_open=True)
     if validation_split and validation_data is not None:
         raise ValueError("give validation_split or validation_data, not both")
-    return float(validation_split)
+    return validation_split
 
 
 def check_validation_data(model: Network, validation_data, loss: str):
@@ -134,6 +123,5 @@ def check_validation_data(model: Network, validation_data, loss: str):
 
 
 def check_verbose(verbose) -> int:
-    if isinstance(verbose, bool) or verbose not in (0, 1, 2):
-        raise ValueError(f"verbose must be 0, 1 or 2, got {verbose!r}")
-    return int(verbose)
+    """0 (silent), 1 (progress bar) or 2 (one line per epoch)."""
+    return check_int("verbose", verbose, 0, 2)

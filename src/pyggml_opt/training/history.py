@@ -18,6 +18,17 @@ class History:
         for k, v in logs.items():
             self.history.setdefault(k, []).append(v)
 
+    def to_dict(self) -> dict:
+        """``{"epoch": [...], "history": {name: [...]}}``, JSON-ready (checkpoints store it)."""
+        return {"epoch": list(self.epoch), "history": {k: list(v) for k, v in self.history.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "History":
+        h = cls()
+        h.epoch = [int(e) for e in d.get("epoch", [])]
+        h.history = {str(k): [float(x) for x in v] for k, v in d.get("history", {}).items()}
+        return h
+
     def keys(self):
         return self.history.keys()
 

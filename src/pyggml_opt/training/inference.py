@@ -10,9 +10,9 @@ import numpy as np
 
 from ..checks import check_int
 from ..core import OptContext, Scheduler
-from ..nn import ForwardGraph, Network, ParamStore
-from .checks import check_loss, check_network, check_x, targets
-from .metrics import loss_and_accuracy
+from ..nn import ForwardGraph, Network, ParamStore, check_network
+from .checks import check_loss, check_x, targets
+from .metrics import loss_and_accuracy, softmax
 from .session import SESSION, device_of, exclusive_use, session_for
 
 
@@ -54,7 +54,14 @@ def forward(network: Network, x: np.ndarray, batch_size: int, backend: str | Non
     if s.inference is None:
         s.inference = Inference(s.scheduler)
     store = network.params_on(s.scheduler.main)
-    return forward_all(x, batch_size, lambda xb: s.inference.run(network, store, xb))
+    try:
+        return forward_all(x, batch_size, lambda xb: s.inference.run(network, store, xb))
+    except BaseException:
+        # interrupted between ggml_opt_alloc and ggml_opt_eval (Ctrl+C), the context would abort on
+        # its next alloc: start the next call with a fresh one
+        s.inference.close()
+        s.inference = None
+        raise
 
 
 def predict(model: Network, x, *, batch_size: int = 256, logits: bool | None = None, backend: str | None = None,
@@ -72,11 +79,7 @@ def predict(model: Network, x, *, batch_size: int = 256, logits: bool | None = N
     with exclusive_use(model):
         out = forward(model, x, batch_size, backend, n_threads)
     as_probs = (model.loss == "cross_entropy") if logits is None else not logits
-    if as_probs:
-        z = out - out.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        out = e / e.sum(axis=1, keepdims=True)
-    return out
+    return softmax(out) if as_probs else out
 
 
 def evaluate(model: Network, x, y=None, *, loss: str | None = None, batch_size: int = 256,

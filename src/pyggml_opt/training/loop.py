@@ -25,11 +25,11 @@ from typing import Iterable
 import numpy as np
 
 from ..checks import check_choice, check_int
-from ..nn import Network
-from ..saving import OptimizerState, load_checkpoint
+from ..nn import Network, check_network
+from ..saving import Checkpoint, OptimizerState, load_checkpoint
 from .batching import epoch_order
 from .callbacks import Callback, CallbackList
-from .checks import (check_batch_sizes, check_loss, check_network, check_seed, check_shuffle,
+from .checks import (check_batch_sizes, check_loss, check_seed, check_shuffle,
                      check_validation_data, check_validation_split, check_verbose, check_x, targets)
 from .history import History
 from .inference import forward
@@ -62,24 +62,27 @@ class FitLoop:
         self.progress = Progress(verbose, epochs, self.n_phys)
         self.verbose = verbose
         self.start_epoch = 0
+        self.history = History()
 
     def optimizer_state(self) -> OptimizerState:
         """The optimizer state now (for checkpoints)."""
         return self.train.read_state(self.optimizer)
 
-    def resume(self, start_epoch: int, state: OptimizerState) -> None:
-        """Continue after ``start_epoch`` completed epochs: restore the optimizer state and replay
-        the shuffles of the epochs already done."""
-        self.train.write_state(self.optimizer, state)
-        self.start_epoch = start_epoch
-        for _ in range(start_epoch):
+    def resume(self, checkpoint: Checkpoint) -> None:
+        """Continue after the checkpoint's completed epochs: restore the weights, the optimizer state
+        and the history, and replay the shuffles of the epochs already done."""
+        self.train.write_state(self.optimizer, checkpoint.state)
+        self.model.set_weights(checkpoint.weights)
+        self.start_epoch = checkpoint.epoch
+        self.history = History.from_dict(checkpoint.history)
+        for _ in range(checkpoint.epoch):
             epoch_order(self.rng, self.n_train, self.run)
 
     def fit(self) -> History:
-        history = History()
+        history = self.history
         self.model.history, self.model.stop_training = history, False
-        self.callbacks.on_train_begin()
         try:
+            self.callbacks.on_train_begin()
             for epoch in range(self.start_epoch, self.epochs):
                 self.callbacks.on_epoch_begin(epoch)
                 logs = self.train_epoch(epoch)
@@ -102,7 +105,7 @@ class FitLoop:
         # and small labels in batch order, so that each batch copies contiguous rows.
         rows = order.astype(np.int32) if train.gathers_in_graph else None
         labels = None
-        if train.y_writer is not None and train.gathers_in_graph and \
+        if train.y_writer is not None and train.labels_per_epoch and \
                 order.size * train.y_writer.buf.shape[1] * 4 <= EPOCH_LABELS_MAX_BYTES:
             labels = np.take(train.dataset.labels, order, axis=0)
         train.result.reset()
@@ -183,13 +186,6 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
     x = check_x(model, x)
     n = x.shape[0]
     t = targets(model, y, n, loss)
-    resume = None
-    if resume_from is not None:
-        weights, start_epoch, state = load_checkpoint(resume_from, model)
-        if state.optimizer != opt.name:
-            raise ValueError(f"the checkpoint was trained with {state.optimizer!r}, this fit uses {opt.name!r}")
-        model.set_weights(weights)
-        resume = (start_epoch, state)
     n_train = n - int(n * validation_split)
     if n_train < 1:
         raise ValueError(f"validation_split={validation_split} leaves no training samples out of {n}")
@@ -202,16 +198,18 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
 
     with exclusive_use(model):
         model.check_not_busy("fit")  # fit from one of this fit's callbacks (the lock is re-entrant)
+        checkpoint = load_checkpoint(resume_from, model) if resume_from is not None else None
         session = session_for(model, backend, n_threads)
-        model.busy, model.loss = "fit is running", loss
+        model.busy = "fit is running"
         train = None
         try:
             train = TrainingSession.create(model, session, x[:n_train], t[:n_train] if t is not None else None,
                                            loss, opt, batch_size, physical, gather)
             loop = FitLoop(model, train, opt, epochs=epochs, batch_size=batch_size, physical=physical, run=run,
                            seed=seed, validation=validation, loss=loss, callbacks=callbacks, verbose=verbose)
-            if resume is not None:
-                loop.resume(*resume)
+            if checkpoint is not None:
+                loop.resume(checkpoint)
+            model.loss = loss
             return loop.fit()
         finally:
             model.busy = None

@@ -16,13 +16,22 @@ def result_logs(result: Result) -> dict:
     return {"loss": lv, "loss_unc": lu, "accuracy": av, "accuracy_unc": au}
 
 
+def log_softmax(z: np.ndarray) -> np.ndarray:
+    """log softmax over the last axis, stable for any magnitude."""
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    """softmax over the last axis (the probabilities of logits)."""
+    return np.exp(log_softmax(z))
+
+
 def loss_and_accuracy(outputs: np.ndarray, targets: np.ndarray | None, loss: str) -> tuple[float, float, float, float]:
     """(loss, loss_unc, accuracy, accuracy_unc) over samples, as ggml-opt defines them."""
     n = outputs.shape[0]
     if loss == "cross_entropy":
-        z = outputs - outputs.max(axis=1, keepdims=True)
-        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-        per = -(targets * logp).sum(axis=1)
+        per = -(targets * log_softmax(outputs)).sum(axis=1)
         correct = (outputs.argmax(axis=1) == targets.argmax(axis=1)).astype(np.float64)
         acc = correct.mean()
         acc_unc = math.sqrt(acc * (1 - acc) / (n - 1)) if n > 1 else float("nan")

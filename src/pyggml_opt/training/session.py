@@ -40,10 +40,9 @@ class Session:
 
 
 def device_of(network: Network, backend: str | None) -> str:
-    """The ggml device name for ``backend``; None means the network's current backend, or the CPU."""
+    """The ggml device name for ``backend``; None means the backend the network last ran on, or the CPU."""
     if backend is None:
-        s = network.attachment(SESSION)
-        return s.device if s is not None else "CPU"
+        return network.backend or "CPU"
     return c_str(lib.ggml_backend_dev_name(find_device(backend)))
 
 
@@ -56,6 +55,7 @@ def session_for(network: Network, backend: str | None, n_threads: int | None) ->
         network.attach(SESSION, s)
     elif n_threads is not None:
         s.set_n_threads(n_threads)
+    network.backend = device
     return s
 
 
@@ -87,7 +87,8 @@ class TrainingSession:
     result: Result
     x_writer: BatchWriter
     y_writer: BatchWriter | None
-    gathers_in_graph: bool
+    gathers_in_graph: bool   # the graph's input is row numbers, gathered by GET_ROWS
+    labels_per_epoch: bool   # labels are put in batch order once per epoch (else gathered per batch)
 
     @classmethod
     def create(cls, network: Network, session: Session, x: np.ndarray, targets: np.ndarray | None, loss: str,
@@ -116,7 +117,8 @@ class TrainingSession:
         labels = opt_ctx.labels if targets is not None else None
         return cls(dataset, graph, scheduler, opt_ctx, Result(),
                    BatchWriter(graph.inputs, (physical,) if in_graph else (physical, ne_x)),
-                   BatchWriter(labels, (physical, n_out)) if labels is not None else None, in_graph)
+                   BatchWriter(labels, (physical, n_out)) if labels is not None else None, in_graph,
+                   gather != "host")
 
     def read_state(self, optimizer: Optimizer) -> OptimizerState:
         """The optimizer state between steps: ggml-opt's iteration and AdamW moments, the step count."""
@@ -130,10 +132,7 @@ class TrainingSession:
 
     def write_state(self, optimizer: Optimizer, state: OptimizerState) -> None:
         """Put ``state`` into this fresh ggml-opt context (before its first step)."""
-        if state.optimizer != optimizer.name:
-            raise ValueError(f"the checkpoint was trained with {state.optimizer!r}, this fit uses {optimizer.name!r}")
-        if state.iter < 1 or state.step < 0:
-            raise ValueError(f"corrupt checkpoint: optimizer iteration {state.iter}, step {state.step}")
+        state.check_fits(optimizer.name)
         for name, t in self.graph.store.tensors.items():
             m, v = self._moments(t)
             if m == ffi.NULL:
