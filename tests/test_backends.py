@@ -1,6 +1,8 @@
 """Backends by the names people use, and models that remember theirs."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from support import FAST, X, Y, mlp
@@ -59,3 +61,15 @@ def test_predict_and_evaluate_default_to_the_models_backend():
     assert m.attachment("session") is session
     np.testing.assert_array_equal(m.predict(X, backend="cpu"), p)
     assert m.attachment("session") is session  # the same device in another spelling keeps the session
+
+
+def test_the_backend_is_remembered_across_close_and_copies():
+    m = mlp()
+    assert m.backend is None  # never run: predict would use the CPU
+    m.fit(X, Y, epochs=1, batch_size=8, backend="cpu", **FAST)
+    assert m.backend == "CPU"
+    m.close()
+    assert m.backend == "CPU" and m.attachment("session") is None
+    assert copy.deepcopy(m).backend == "CPU"
+    m.predict(X)
+    assert m.attachment("session").device == "CPU"
