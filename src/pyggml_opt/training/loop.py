@@ -39,8 +39,8 @@ from .optimizers import get as get_optimizer
 from .progress import Progress
 from .session import TrainingSession, exclusive_use, session_for
 
-# With the in-graph gather, fit puts the labels of a whole epoch in batch order at once when they take
-# at most this much (an epoch's labels are then copied per batch as contiguous rows).
+# Unless gather="host", fit puts the labels of a whole epoch in batch order at once when they take at
+# most this much (each batch then copies contiguous rows).
 EPOCH_LABELS_MAX_BYTES = 32 << 20
 
 
