@@ -188,3 +188,23 @@ def test_names_and_sizes_ggml_cannot_store_are_value_errors(tmp_path):
             f.add_tensor("t", np.zeros(2))
         with pytest.raises(ValueError, match="too long"):
             f.add_tensor("x" * 64, np.zeros(2))
+
+
+def test_files_of_the_previous_config_layout_still_load(tmp_path):
+    """Files written before layers were registered by name ({"type": "Sequential", "layers": [{"class",
+    "name", "config"}]}, pyggml_opt 0.1 up to session 4) load as they did."""
+    old = {"type": "Sequential", "layers": [
+        {"class": "Linear", "name": "fc", "config": {"in_features": 4, "out_features": 3, "bias": True}},
+        {"class": "ReLU", "name": None, "config": {}}]}
+    w = {"fc.weight": np.arange(12, dtype=np.float32).reshape(3, 4), "fc.bias": np.ones(3, np.float32)}
+    with GGUFFile() as f:
+        for k, v in {"general.architecture": "pyggml_opt", "pyggml_opt.config": json.dumps(old),
+                     "pyggml_opt.input_shape": "[4]", "pyggml_opt.loss": "mse"}.items():
+            f.set(k, v)
+        for k, v in w.items():
+            f.add_tensor(k, v)
+        f.write(tmp_path / "old.gguf")
+    m = pgo.load(tmp_path / "old.gguf")
+    assert [type(layer).__name__ for layer in m.layers] == ["Linear", "ReLU"] and m.layer_names == ["fc", "1"]
+    assert m.loss == "mse" and same_weights(m.get_weights(), w)
+    np.testing.assert_array_equal(m.predict(np.ones((1, 4)), logits=True), [[7.0, 23.0, 39.0]])
