@@ -193,8 +193,8 @@ class Network:
     # ---- copies -------------------------------------------------------------------------------------------
     def clone(self) -> "Network":
         """An independent copy: same architecture, weights, loss and history; no native state shared."""
-        cls, args = self.__reduce__()
-        return cls(*args[:-1], copy.deepcopy(args[-1]))
+        rebuild, args = self.__reduce__()
+        return rebuild(*args[:-1], copy.deepcopy(args[-1]))  # the history is the one mutable part
 
     def __reduce__(self):
         # What pickle (and clone) keep: the architecture, the weights in numpy, the loss, the history.
