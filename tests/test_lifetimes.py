@@ -2,11 +2,12 @@
 closed by ``close()`` / ``with`` / dropping them, independent copies, dataset views that never
 dangle, and no growth over many cycles."""
 import copy
-import ctypes
 import gc
-import os
 import pickle
 import random
+import subprocess
+import sys
+import textwrap
 import weakref
 
 import numpy as np
@@ -26,18 +27,6 @@ from pyggml_opt.core import (
     Result,
     Scheduler,
 )
-
-
-def _trimmed_rss_bytes() -> int:
-    """Resident memory after a full collection and glibc's malloc_trim: freed heap pages are given
-    back, so what remains is what is still allocated (raw RSS swings by tens of MB)."""
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open(f"/proc/{os.getpid()}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
 
 
 def _objects():
@@ -205,10 +194,17 @@ def test_models_dropped_without_close_are_freed():
     assert all(r() is None for r in refs), "a model (and its ggml memory) was kept alive after its last reference"
 
 
-def test_1000_build_fit_predict_drop_cycles_keep_memory_flat():
-    """Models dropped without close(): their finalizers free everything. One cycle allocates several
-    MB of ggml contexts, buffers and a scheduler, so leaking any of them grows memory by GBs over 1000
-    cycles; after trimming the allocator's free lists the growth stays under 10 MB."""
+_CYCLES = textwrap.dedent("""
+    import ctypes, gc, os
+    import numpy as np
+    import pyggml_opt as pgo
+
+    def trimmed_rss():
+        gc.collect()
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        with open(f"/proc/{os.getpid()}/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
     rng = np.random.default_rng(0)
     x = rng.standard_normal((64, 8)).astype(np.float32)
     y = rng.integers(0, 3, 64)
@@ -220,19 +216,21 @@ def test_1000_build_fit_predict_drop_cycles_keep_memory_flat():
 
     for _ in range(100):  # warm-up: allocator pools, caches, lazily imported modules
         cycle()
-    start = _trimmed_rss_bytes()
+    start = trimmed_rss()
     for _ in range(1000):
         cycle()
-    growth = _trimmed_rss_bytes() - start
+    print(trimmed_rss() - start)
+""")
+
+
+def test_1000_build_fit_predict_drop_cycles_keep_memory_flat():
+    """Models dropped without close(): their finalizers free everything. One cycle allocates several
+    MB of ggml contexts, buffers and a scheduler, so leaking any of them grows memory by GBs over 1000
+    cycles; after a collection and trimming the allocator's free lists the growth stays under 10 MB.
+    Measured in a fresh interpreter: inside the test session, the heap the other tests fragmented makes
+    the trimmed resident size swing by tens of MB either way (seen: +27 MB and -15 MB)."""
+    out = subprocess.run([sys.executable, "-c", _CYCLES], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    growth = int(out.stdout.split()[-1])
     print(f"resident memory growth over 1000 cycles: {growth / 2**20:.2f} MiB")
     assert growth < 10 * 2**20, f"resident memory grew by {growth / 2**20:.1f} MiB over 1000 cycles"
-
-
-def test_tensor_of_a_closed_graph_raises_instead_of_reading_freed_memory():
-    ctx = Context(4)
-    t = ops.new_input(ctx, (2, 3))
-    assert t.shape == (2, 3)
-    ctx.close()
-    with pytest.raises(ClosedError, match="graph context is closed"):
-        t.shape  # noqa: B018
-    assert repr(t) == "Tensor(<graph context closed>)"
