@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import inspect
+import io
+import time
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from support import FAST, max_diff, mlp, same_weights
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt import ops
+from pyggml_opt.training.progress import Progress
 
 
 def test_verbose_output(capsys, data):
@@ -19,11 +22,29 @@ def test_verbose_output(capsys, data):
     lines = [l for l in out.splitlines() if l.strip()]
     assert len(lines) == 2 and lines[0].startswith("epoch 1/2") and "loss" in lines[0] and "val_loss" in lines[0]
     assert "acc" in lines[1] and "%" in lines[1]
-    mlp().fit(x[:32], y[:32], epochs=1, batch_size=8, verbose=1, n_threads=1)
+    # the bar needs a terminal: to anything else (here pytest's capture) verbose=1 writes epoch lines
+    mlp().fit(x[:32], y[:32], epochs=2, batch_size=8, verbose=1, n_threads=1)
     out = capsys.readouterr().out
-    assert "\r" in out and "ETA" in out and "epoch 1/1" in out
+    assert "\r" not in out and "ETA" not in out and [l[:9] for l in out.splitlines()] == ["epoch 1/2", "epoch 2/2"]
     mlp().fit(x[:32], y[:32], epochs=1, batch_size=8, verbose=0, n_threads=1)
     assert capsys.readouterr().out == ""
+
+
+def test_progress_bar_on_a_terminal():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term = Terminal()
+    bar = Progress(1, 3, 4, stream=term)
+    logs = {"loss": 0.5, "loss_unc": 0.01, "accuracy": 0.75, "accuracy_unc": 0.02}
+    for ib in range(4):
+        bar.batch(0, ib, logs, time.perf_counter())
+        bar.last = 0.0  # redraw every batch (it throttles to 10 per second)
+    bar.epoch(0, {**logs, "time": 1.0})
+    out = term.getvalue()
+    assert out.count("\repoch 1/3 [") == 4 and "4/4" in out and "ETA" in out and "acc 75.00±2.00%" in out
+    assert out.endswith("\n") and "1.00s" in out.splitlines()[-1]
 
 
 def test_models_without_trainable_parameters():

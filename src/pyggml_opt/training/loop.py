@@ -60,7 +60,6 @@ class FitLoop:
         self.callbacks = callbacks
         callbacks.trainer = self
         self.progress = Progress(verbose, epochs, self.n_phys)
-        self.verbose = verbose
         self.start_epoch = 0
         self.history = History()
 
@@ -121,7 +120,7 @@ class FitLoop:
             elif train.y_writer is not None:
                 train.y_writer.gather(train.dataset.labels, order[b])
             train.opt_ctx.eval(train.result)
-            if self.callbacks or self.verbose == 1:
+            if self.callbacks or self.progress.verbose == 1:
                 logs = result_logs(train.result)
                 self.progress.batch(epoch, ib, logs, t0)
                 self.callbacks.on_batch_end(ib, logs)

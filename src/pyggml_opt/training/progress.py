@@ -20,11 +20,15 @@ def _fmt(logs: dict, prefix: str = "") -> str:
 
 
 class Progress:
-    """Writes fit's progress to ``stream`` (default: standard output)."""
+    """Writes fit's progress to ``stream`` (default: standard output). The bar (verbose=1) redraws a
+    line with "\\r", which only a terminal shows as such: to a file or pipe it writes one line per
+    epoch, as verbose=2 does (as Keras does)."""
 
     def __init__(self, verbose: int, epochs: int, nbatches: int, stream=None) -> None:
-        self.verbose, self.epochs, self.nbatches = verbose, epochs, nbatches
         self.stream = stream or sys.stdout
+        interactive = getattr(self.stream, "isatty", lambda: False)()
+        self.verbose = 2 if verbose == 1 and not interactive else verbose
+        self.epochs, self.nbatches = epochs, nbatches
         self.last = 0.0
 
     def batch(self, epoch: int, ibatch: int, logs: dict, t0: float) -> None:
