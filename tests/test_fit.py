@@ -404,3 +404,20 @@ def test_mean_and_sum_losses(loss, data):
     assert out.shape == (len(x), 4) and math.isnan(acc)
     expected = out.mean() if loss == "mean" else out.sum()
     assert value == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_batch_size_above_the_sample_count_is_cut_to_it(data):
+    """batch_size=1000 on 150 samples trains on batches of 150 (Keras and PyTorch do the same), not on
+    150 samples repeated to fill 1000: bit-identical to batch_size=150, one step per epoch."""
+    x, y = data[0][:150], data[1][:150]
+    steps = []
+    count = pgo.LambdaCallback(on_batch_end=lambda m, b, logs: steps.append(b))
+    a = mlp()
+    ha = a.fit(x, y, epochs=2, batch_size=1000, physical_batch_size=500, seed=2, callbacks=[count], **FAST)
+    b = mlp()
+    hb = b.fit(x, y, epochs=2, batch_size=150, seed=2, **FAST)
+    assert steps == [0, 0]
+    assert same_weights(a.get_weights(), b.get_weights()) and ha["loss"] == hb["loss"]
+    c = mlp()  # a physical batch that still divides the cut batch stays
+    hc = c.fit(x, y, epochs=2, batch_size=300, physical_batch_size=75, seed=2, **FAST)
+    assert max_diff(c.get_weights(), b.get_weights()) < 1e-5 and len(hc.epoch) == 2

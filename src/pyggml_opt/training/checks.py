@@ -107,6 +107,15 @@ def check_batch_sizes(batch_size, physical_batch_size) -> tuple[int, int]:
     return batch_size, physical
 
 
+def clamp_batch_sizes(batch_size: int, physical: int, n: int) -> tuple[int, int]:
+    """(batch_size, physical) for ``n`` training samples: a batch is at most all of them; the physical
+    batch follows when it no longer divides the batch."""
+    if batch_size <= n:
+        return batch_size, physical
+    physical = min(physical, n)
+    return n, physical if n % physical == 0 else n
+
+
 def check_validation_split(validation_split, validation_data) -> float:
     validation_split = check_number("validation_split", validation_split, 0.0, 1.0, hi_open=True)
     if validation_split and validation_data is not None:

@@ -29,7 +29,7 @@ from ..nn import Network, check_network
 from ..saving import Checkpoint, OptimizerState, load_checkpoint
 from .batching import epoch_order
 from .callbacks import Callback, CallbackList
-from .checks import (check_batch_sizes, check_loss, check_seed, check_shuffle,
+from .checks import (check_batch_sizes, clamp_batch_sizes, check_loss, check_seed, check_shuffle,
                      check_validation_data, check_validation_split, check_verbose, check_x, targets)
 from .history import History
 from .inference import forward
@@ -149,6 +149,8 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
        (n, n_out) for ``"mse"``; ignored for ``"mean"`` and ``"sum"`` (the model output is the loss).
     batch_size: samples per optimizer step; physical_batch_size: samples per graph evaluation
        (default batch_size; must divide it: gradients are accumulated over batch_size / physical).
+       A batch_size above the number of training samples is cut to it (as Keras and PyTorch do), and
+       the physical batch with it where it no longer divides the batch.
     validation_split: fraction in [0, 1) of the samples, taken from the end before shuffling, held
        out for validation; or validation_data=(x_val, y_val).
     shuffle: True: a new order of the training samples every epoch; False: their order as given;
@@ -188,6 +190,7 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
     n_train = n - int(n * validation_split)
     if n_train < 1:
         raise ValueError(f"validation_split={validation_split} leaves no training samples out of {n}")
+    batch_size, physical = clamp_batch_sizes(batch_size, physical, n_train)
     if n_train < n:
         validation = (x[n_train:], t[n_train:] if t is not None else None)
     elif validation_data is not None:
