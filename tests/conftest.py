@@ -3,10 +3,17 @@
 Marker ``slow``: tests that take minutes (the 30-epoch CNN accuracy target). They run by default
 (scripts/test.sh and CI run everything); deselect them while developing with ``pytest -m "not slow"``.
 """
+import os
+
 import pytest
 
 import pyggml_opt as pgo
 from support import FAST, blobs, mlp
+
+
+# scikit-learn's estimator checks test numpy through the array API only when this is set before scipy
+# is imported (tests/test_sklearn.py); without it those checks are skipped
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
 
 def pytest_configure(config):

@@ -14,7 +14,7 @@ checkpoints) -> ``nn`` (ops, layers, networks, graphs) -> ``core`` (one owning o
 """
 from ._lib import ffi, lib  # noqa: F401
 from . import models
-from .core import devices
+from .core import default_n_threads, devices
 from .models import FunctionModel, Model, Sequential
 from .nn import Tensor, layers, ops
 from .saving import load, save
@@ -25,4 +25,4 @@ __version__ = "0.1.0"
 
 __all__ = ["AdamW", "Callback", "CallbackList", "EarlyStopping", "FunctionModel", "History", "LambdaCallback",
            "Model", "ModelCheckpoint", "MonitorCallback", "Optimizer", "ReduceLROnPlateau", "SGD", "Sequential",
-           "Tensor", "devices", "evaluate", "fit", "layers", "load", "models", "ops", "predict", "save"]
+           "Tensor", "default_n_threads", "devices", "evaluate", "fit", "layers", "load", "models", "ops", "predict", "save"]

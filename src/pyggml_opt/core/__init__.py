@@ -1,5 +1,5 @@
 """Owning objects: one Python object per ggml C handle (see handle.py for the rules)."""
-from .backend import Backend, Buffer, Device, devices, find_device
+from .backend import Backend, Buffer, Device, default_n_threads, devices, find_device
 from .context import Context
 from .dataset import Dataset
 from .gguf import GGUFFile
@@ -9,4 +9,5 @@ from .result import Result
 from .scheduler import GRAPH_SIZE, Scheduler
 
 __all__ = ["Backend", "Buffer", "ClosedError", "Context", "Dataset", "Device", "GGUFFile", "GRAPH_SIZE", "Handle",
-           "LOSS_TYPES", "OptContext", "loss_type", "Result", "Scheduler", "devices", "find_device"]
+           "LOSS_TYPES", "OptContext", "loss_type", "Result", "Scheduler", "default_n_threads", "devices",
+           "find_device"]

@@ -7,9 +7,10 @@ import numpy as np
 
 from .._lib import lib
 from ..checks import check_int
+from ..core import GRAPH_SIZE, Context
 from .graph import output_shape_of
 from .network import Network
-from .ops import Tensor
+from .ops import Tensor, new_input
 from .params import uniform_init
 
 
@@ -55,6 +56,55 @@ class FunctionModel(Network):
         if not isinstance(out, Tensor):
             raise TypeError(f"the model function must return a Tensor, got {type(out).__name__}")
         return out
+
+    def _summary_rows(self) -> list[tuple[str, tuple | str, list[str]]]:
+        # A row per group of parameters (the name up to its last ".": "fc1.weight" and "fc1.bias" make
+        # "fc1"), not per ggml node: ggml expands one op into several nodes (conv_2d is im2col, mul_mat,
+        # reshapes and a permute, with the batch merged into other axes), which would say more about
+        # ggml than about the model. A group's output is that of the last node reading its parameters.
+        # The graph is built for two batch sizes: the axes that differ are the batch axis.
+        small, large = self._group_outputs(2), self._group_outputs(3)
+        groups: dict[str, list[str]] = {}
+        for name in self.param_shapes:
+            groups.setdefault(name.rsplit(".", 1)[0], []).append(name)
+        rows = [("input", (None, *self.input_shape), [])]
+        used = sorted((g for g in groups if g in small), key=lambda g: small[g][0])
+        for g in used:
+            a, b = small[g][1], large[g][1]
+            ndim = max((d + 1 for d in range(lib.GGML_MAX_DIMS) if a[d] != 1 or b[d] != 1), default=1)
+            rows.append((g, tuple(None if a[d] != b[d] else a[d] for d in reversed(range(ndim))), groups[g]))
+        rows += [(g, "unused", groups[g]) for g in groups if g not in small]
+        rows.append(("output", (None, *self.output_shape), []))
+        return rows
+
+    def _group_outputs(self, batch: int) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """Parameter group -> (index, ggml ``ne``) of the last node of the forward graph for ``batch``
+        samples that reads one of the group's parameters (directly or through nodes computed from
+        parameters alone, such as ggml's reshape of a convolution kernel)."""
+        ctx = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE)
+        ctx_p = Context(max(1, len(self.param_shapes)))
+        try:
+            params, carries = {}, {}  # carries: tensor -> the groups whose parameters alone it is made of
+            for name, shape in self.param_shapes.items():
+                params[name] = new_input(ctx_p, shape, name)
+                params[name].ctx = None
+                carries[params[name].ptr] = {name.rsplit(".", 1)[0]}
+            out = self.forward(new_input(ctx, (batch, *self.input_shape)), params)
+            gf = lib.ggml_new_graph_custom(ctx.ptr, GRAPH_SIZE, False)
+            lib.ggml_build_forward_expand(gf, out.ptr)
+            outputs = {}
+            for i in range(lib.ggml_graph_n_nodes(gf)):
+                node = lib.ggml_graph_node(gf, i)
+                srcs = [src for src in node.src if src]
+                read = set().union(*(carries.get(src, ()) for src in srcs))
+                if all(src in carries for src in srcs):
+                    carries[node] = read
+                else:
+                    outputs.update({g: (i, tuple(node.ne)) for g in read})
+            return outputs
+        finally:
+            ctx.close()
+            ctx_p.close()
 
     def get_config(self) -> dict:
         """The forward and init functions (Python callables: not for a file) and the parameter shapes."""

@@ -19,24 +19,35 @@ class ForwardGraph:
     With ``rows_of`` (a host tensor ``[ne_datapoint, ndata]``, a dataset's data) the input is instead
     ``batch`` row numbers (int32) and the graph starts by gathering those rows (GET_ROWS): the batch
     is copied inside ggml's compute instead of by numpy.
+    With ``labels_width`` (static graphs only) a second input, ``labels`` (batch, labels_width), is
+    allocated beside the first, for graphs that go on past the network's outputs (a loss of their own);
+    their outputs are then copied into the static buffer too, where ``output()`` reads them after each
+    evaluation (ggml-opt computes a copy of a static graph, whose other nodes' memory it reuses).
     Allocation-based (``static=False``): the input is left for ggml-opt's scheduler to allocate; the
     graph is built for one evaluation (``ggml_opt_prepare_alloc``), so any batch size works.
     """
 
-    def __init__(self, network, store: ParamStore, batch: int, *, static: bool = True, rows_of=None) -> None:
+    def __init__(self, network, store: ParamStore, batch: int, *, static: bool = True, rows_of=None,
+                 labels_width: int | None = None) -> None:
         self.batch = batch
         self.store = store
         self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE, grads=static)
         self.ctx_static = self.buf_static = None
+        self.labels: Tensor | None = None
         shape = (batch, *network.input_shape)
+        if labels_width is not None and not static:
+            raise ValueError("labels_width needs a static graph")
         if static:
-            self.ctx_static = Context(1)
+            self.ctx_static = Context(3)
             if rows_of is None:
                 inp = new_input(self.ctx_static, shape, "input").ptr
             else:
                 inp = lib.ggml_new_tensor_1d(self.ctx_static.ptr, lib.GGML_TYPE_I32, batch)
                 lib.ggml_set_name(inp, b"batch_rows")
-            self.buf_static = Buffer(self.ctx_static, store.backend)
+            if labels_width is not None:
+                self.labels = new_input(self.ctx_static, (batch, labels_width), "labels")
+                lib.ggml_set_input(self.labels.ptr)
+                self.labels.ctx = self.ctx_compute  # ops on the labels build in the graph's context
         else:
             inp = new_input(self.ctx_compute, shape, "input").ptr
         self.inputs = inp
@@ -53,6 +64,11 @@ class ForwardGraph:
             raise ValueError("the model's output must be float32")
         if not lib.ggml_is_contiguous(out.ptr):
             out = cont(out)
+        if self.labels is not None:
+            out = Tensor(lib.ggml_cont(self.ctx_static.ptr, out.ptr), self.ctx_compute, self.ctx_static, 2)
+        if static:
+            self.buf_static = Buffer(self.ctx_static, store.backend)
+        self.out = out
         self.outputs = out.ptr
         lib.ggml_set_name(self.outputs, b"outputs")
         lib.ggml_set_output(self.outputs)

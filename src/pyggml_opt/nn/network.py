@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from typing import Callable
 
 import numpy as np
 
@@ -32,6 +33,7 @@ class Network:
         self.loss: str | None = None  # the loss last trained with (predict applies softmax for cross_entropy)
         self.backend: str | None = None  # the ggml device the network last ran on (kept by close and copies)
         self.history = None
+        self.optimizer_state = None  # what training left to continue from (opaque here; copies keep it)
         self.stop_training = False
         self._weights: dict[str, np.ndarray] | None = None
         self._store: ParamStore | None = None
@@ -192,15 +194,16 @@ class Network:
 
     # ---- copies -------------------------------------------------------------------------------------------
     def clone(self) -> "Network":
-        """An independent copy: same architecture, weights, loss and history; no native state shared."""
+        """An independent copy: same architecture, weights, loss, history and optimizer state; no native
+        state shared."""
         rebuild, args = self.__reduce__()
-        return rebuild(*args[:-1], copy.deepcopy(args[-1]))  # the history is the one mutable part
+        return rebuild(*args[:-2], *copy.deepcopy(args[-2:]))  # history and optimizer state are mutable
 
     def __reduce__(self):
         # What pickle (and clone) keep: the architecture, the weights in numpy, the loss, the history.
         weights = self.get_weights() if self.built else None
         return restore, (type(self), self.get_config(), self.input_shape, weights, self.loss, self.backend,
-                         self.history)
+                         self.history, self.optimizer_state)
 
     def __copy__(self) -> "Network":
         return self.clone()
@@ -208,20 +211,58 @@ class Network:
     def __deepcopy__(self, memo) -> "Network":
         return self.clone()
 
-    def summary(self) -> str:
-        lines = [f"{type(self).__name__}: input {self.input_shape}, output {self.output_shape}, "
-                 f"{self.count_params()} parameters"]
-        lines += [f"  {name}: {shape}" for name, shape in self.param_shapes.items()]
+    def summary(self, print_fn: Callable[[str], object] | None = None) -> str:
+        """A Keras-like table of the built model: one row per layer (name and type, output shape with
+        the batch axis as None, parameter count, parameter names and shapes), then the totals.
+
+        Returns the table; ``print_fn`` (``print`` for instance), if given, is also called with each
+        line, as Keras's is. Unlike Keras nothing is printed by default, so ``print(model.summary())``
+        prints the table once. ValueError if the model is not built (no shapes are known yet).
+        Subclasses give the rows through ``_summary_rows()``: ``(label, output shape or text,
+        parameter names)`` each."""
+        if not self.built:
+            raise ValueError("This model has not yet been built: call build(input_shape) or fit() first, "
+                             "or pass input_shape to the constructor")
+        header = ("Layer (type)", "Output shape", "Param #", "Parameters")
+        table = []
+        for label, shape, names in self._summary_rows():
+            count = sum(int(np.prod(self.param_shapes[n])) for n in names)
+            weights = [f"{n} {self.param_shapes[n]}" for n in names] or [""]
+            table.append((label, str(shape), f"{count:,}", weights[0]))
+            table += [("", "", "", w) for w in weights[1:]]  # one parameter per line, as Keras's "Connected to"
+        widths = [max(len(row[i]) for row in [header, *table]) for i in range(4)]
+
+        def line(row) -> str:
+            cells = (row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]), row[3])
+            return "   ".join(cells).rstrip()
+
+        width = sum(widths) + 3 * len(widths) - 3
+        total = self.count_params()
+        size = float(total * 4)  # float32
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if size < 1024 or unit == "GiB":
+                break
+            size /= 1024
+        size_text = f"{size:.0f} B" if unit == "B" else f"{size:.2f} {unit}"
+        lines = [f'Model: "{type(self).__name__}"', "_" * width, line(header), "=" * width,
+                 *(line(row) for row in table), "=" * width,
+                 f"Total params: {total:,} ({size_text})",
+                 f"Trainable params: {total:,}",  # ggml-opt trains every parameter of a network
+                 "Non-trainable params: 0"]
+        if print_fn is not None:
+            for text in lines:
+                print_fn(text)
         return "\n".join(lines)
 
 
 def restore(cls: type, config: dict, input_shape, weights: dict | None, loss: str | None, backend: str | None,
-            history) -> Network:
+            history, optimizer_state=None) -> Network:
     """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
     network = cls.from_config(config)
     if input_shape is not None:
         network._build(input_shape, lambda name, shape: weights[name])
     network.loss, network.backend, network.history = loss, backend, history
+    network.optimizer_state = optimizer_state
     return network
 
 

@@ -187,6 +187,21 @@ def softmax(a: Tensor) -> Tensor:
     return wrap(lib.ggml_soft_max(graph_context(a).ptr, a.ptr), a)
 
 
+def log_softmax(a: Tensor) -> Tensor:
+    """log(softmax) over the last axis of a (n, k), differentiable and finite for any logits.
+
+    log(softmax(a)) would be log(0) = -inf once a probability underflows float32; here the row
+    maximum m is taken out first: (a - m) - log(sum(exp(a - m))). m comes from max pooling over the
+    row (ggml has no differentiable row max); its gradient cancels exactly in the formula."""
+    check_tensor("a", a)
+    if a.ndim != 2:
+        raise ValueError(f"log_softmax: expected a (n, k) tensor, got shape {a.shape}")
+    n, k = a.shape
+    m = reshape(pool_2d(reshape(a, n, 1, 1, k), "max", (1, k)), n, 1)
+    shifted = sub(a, m)
+    return sub(shifted, log(sum_rows(exp(shifted))))
+
+
 # ---- reductions -----------------------------------------------------------------------------------
 def mean(a: Tensor) -> Tensor:
     """Mean over the last (numpy) axis, kept as size 1.
@@ -297,6 +312,16 @@ def cont(a: Tensor) -> Tensor:
     """A contiguous copy."""
     check_tensor("a", a)
     return wrap(lib.ggml_cont(graph_context(a).ptr, a.ptr), a)
+
+
+def columns(a: Tensor, start: int, stop: int) -> Tensor:
+    """a[:, start:stop] of a (n, k) tensor, as a contiguous copy."""
+    check_tensor("a", a)
+    if a.ndim != 2 or not 0 <= start < stop <= a.shape[1]:
+        raise ValueError(f"columns: cannot take columns [{start}, {stop}) of a tensor of shape {a.shape}")
+    p = a.ptr
+    view = lib.ggml_view_2d(graph_context(a).ptr, p, stop - start, a.shape[0], p.nb[1], start * p.nb[0])
+    return cont(wrap(view, a))
 
 
 def flatten(a: Tensor) -> Tensor:

@@ -40,6 +40,16 @@ class Sequential(Network):
             x = layer.forward(x, {p: params[f"{name}.{p}"] for p in layer.param_shapes})
         return x
 
+    def _summary_rows(self) -> list[tuple[str, tuple, list[str]]]:
+        # The shapes are recomputed layer by layer: the network keeps only its input and output shapes.
+        rows = [("input", (None, *self.input_shape), [])]
+        shape = self.input_shape
+        for name, layer in zip(self.layer_names, self.layers):
+            shape = layer.output_shape(shape)
+            names = [f"{name}.{p}" for p in layer.param_shapes]
+            rows.append((f"{name} ({type(layer).__name__})", (None, *shape), names))
+        return rows
+
     def get_config(self) -> dict:
         return {"layers": [serialize(layer) for layer in self.layers]}
 

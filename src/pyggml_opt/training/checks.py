@@ -3,6 +3,8 @@ ids), losses, shuffling, validation. Each raises ValueError / TypeError naming t
 anything reaches ggml."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..checks import check_int, check_number
@@ -78,6 +80,40 @@ def targets(model: Network, y, n: int, loss: str, name: str = "y") -> np.ndarray
     if loss == "cross_entropy" and ((arr < 0).any() or not np.allclose(arr.sum(axis=1), 1.0, atol=1e-3)):
         raise ValueError(f"{name}: cross_entropy targets must be one-hot or probability rows (>= 0, summing to 1)")
     return arr
+
+
+def sample_weights(sample_weight, class_weight, t: np.ndarray | None, n: int, loss: str) -> np.ndarray | None:
+    """Per-sample weights (n,) as float64 from fit's ``sample_weight`` (n,) numbers >= 0 and
+    ``class_weight`` ({class id: weight}, classes not named weigh 1; cross_entropy only); None when
+    neither is given."""
+    if sample_weight is None and class_weight is None:
+        return None
+    if loss not in ("cross_entropy", "mse"):
+        raise ValueError(f"sample_weight and class_weight need the loss 'cross_entropy' or 'mse', got {loss!r}")
+    w = np.ones(n)
+    if sample_weight is not None:
+        sw = as_number_array("sample_weight", sample_weight)
+        if sw.shape != (n,):
+            raise ValueError(f"sample_weight must have shape ({n},) (one weight per sample), got {sw.shape}")
+        if not np.isfinite(sw).all() or (sw < 0).any():
+            raise ValueError("sample_weight must be finite and >= 0")
+        w *= sw
+    if class_weight is not None:
+        if loss != "cross_entropy":
+            raise ValueError("class_weight needs loss='cross_entropy'")
+        if not isinstance(class_weight, dict):
+            raise TypeError(f"class_weight must be a dict {{class id: weight}}, got {type(class_weight).__name__}")
+        n_out = t.shape[1]
+        table = np.ones(n_out)
+        for c, cw in class_weight.items():
+            if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer)) or not 0 <= c < n_out:
+                raise ValueError(f"class_weight: keys must be class ids in [0, {n_out}), got {c!r}")
+            cw = check_number(f"class_weight[{c}]", cw, 0.0, math.inf)
+            table[c] = cw
+        w *= table[t.argmax(axis=1)]
+    if not w.any():
+        raise ValueError("sample_weight / class_weight give every sample the weight 0")
+    return w
 
 
 def check_shuffle(shuffle, batch_size: int) -> int:

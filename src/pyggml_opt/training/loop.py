@@ -30,10 +30,12 @@ from ..saving import Checkpoint, OptimizerState, load_checkpoint
 from .batching import epoch_order
 from .callbacks import Callback, CallbackList
 from .checks import (check_batch_sizes, clamp_batch_sizes, check_loss, check_seed, check_shuffle,
-                     check_validation_data, check_validation_split, check_verbose, check_x, targets)
+                     check_validation_data, check_validation_split, check_verbose, check_x, sample_weights,
+                     targets)
 from .history import History
 from .inference import forward
-from .metrics import loss_and_accuracy, result_logs, validation_logs
+from .losses import step_weights
+from .metrics import HostAccuracy, loss_and_accuracy, result_logs, validation_logs
 from .optimizers import Optimizer
 from .optimizers import get as get_optimizer
 from .progress import Progress
@@ -54,7 +56,7 @@ class FitLoop:
                  callbacks: CallbackList, verbose: int) -> None:
         self.model, self.train, self.optimizer = model, train, optimizer
         self.epochs, self.physical, self.run, self.validation, self.loss = epochs, physical, run, validation, loss
-        self.n_train = train.dataset.ndata
+        self.n_train, self.batch_size = train.dataset.ndata, batch_size
         self.n_phys = -(-self.n_train // batch_size) * (batch_size // physical)
         self.rng = np.random.default_rng(seed)
         self.callbacks = callbacks
@@ -62,6 +64,8 @@ class FitLoop:
         self.progress = Progress(verbose, epochs, self.n_phys)
         self.start_epoch = 0
         self.history = History()
+        # fit's weighted losses: the accuracy is counted here (ggml-opt counts it for its own loss only)
+        self.host_accuracy = HostAccuracy(batch_size, loss == "cross_entropy") if train.weighted else None
 
     def optimizer_state(self) -> OptimizerState:
         """The optimizer state now (for checkpoints)."""
@@ -104,10 +108,15 @@ class FitLoop:
         # and small labels in batch order, so that each batch copies contiguous rows.
         rows = order.astype(np.int32) if train.gathers_in_graph else None
         labels = None
-        if train.y_writer is not None and train.labels_per_epoch and \
+        if train.weighted:  # always per epoch: the weights are divided by their sum over each step
+            labels = np.take(train.dataset.labels, order, axis=0)
+            labels[:, -1] = step_weights(labels[:, -1], self.batch_size)
+        elif train.y_writer is not None and train.labels_per_epoch and \
                 order.size * train.y_writer.buf.shape[1] * 4 <= EPOCH_LABELS_MAX_BYTES:
             labels = np.take(train.dataset.labels, order, axis=0)
         train.result.reset()
+        if self.host_accuracy is not None:
+            self.host_accuracy.reset()
         for ib in range(self.n_phys):
             b = slice(ib * physical, (ib + 1) * physical)
             train.opt_ctx.alloc(backward=True)
@@ -120,13 +129,15 @@ class FitLoop:
             elif train.y_writer is not None:
                 train.y_writer.gather(train.dataset.labels, order[b])
             train.opt_ctx.eval(train.result)
+            if self.host_accuracy is not None:
+                self.host_accuracy.add(train.graph.output(), labels[b, :-1])
             if self.callbacks or self.progress.verbose == 1:
-                logs = result_logs(train.result)
+                logs = result_logs(train.result, self.host_accuracy)
                 self.progress.batch(epoch, ib, logs, t0)
                 self.callbacks.on_batch_end(ib, logs)
             if self.model.stop_training:
                 break
-        logs = result_logs(train.result)
+        logs = result_logs(train.result, self.host_accuracy)
         val = None
         if self.validation is not None:
             xv, yv = self.validation
@@ -141,7 +152,8 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
         validation_split: float = 0.0, validation_data=None, loss: str = "cross_entropy",
         optimizer: Optimizer | str = "adamw", shuffle: bool | int | str = True, seed: int | None = 0,
         backend: str | None = None, n_threads: int | None = None, verbose: int = 1,
-        callbacks: Iterable[Callback] = (), resume_from=None, gather: str = "auto") -> History:
+        callbacks: Iterable[Callback] = (), resume_from=None, gather: str = "auto", sample_weight=None,
+        class_weight: dict | None = None, optimizer_state: OptimizerState | None = None) -> History:
     """Train ``model`` on numpy data with ggml-opt.
 
     x: (n, *input_shape) numbers (float64 and ints are converted to float32).
@@ -168,6 +180,12 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
        dataset itself (GET_ROWS; host backends only) and the labels are put in batch order once per
        epoch; "host": numpy gathers rows and labels per batch; "auto" (default): "graph" where the
        backend's memory is the host's. Both train bit-identically.
+    sample_weight: (n,) weights >= 0, one per sample of x; class_weight: {class id: weight} for
+       cross_entropy (classes not named weigh 1). Each optimizer step then minimises the weighted mean
+       loss of its batch (weights divided by their sum over the batch; a weight of 0 removes a
+       sample). Validation metrics stay unweighted.
+    optimizer_state: continue from this optimizer state (AdamW moments, step count), such as
+       ``model.optimizer_state``, which every fit leaves on the model; default a fresh optimizer.
     Returns a History (also stored as ``model.history``).
     """
     check_network(model)
@@ -187,6 +205,7 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
     x = check_x(model, x)
     n = x.shape[0]
     t = targets(model, y, n, loss)
+    weights = sample_weights(sample_weight, class_weight, t, n, loss)
     n_train = n - int(n * validation_split)
     if n_train < 1:
         raise ValueError(f"validation_split={validation_split} leaves no training samples out of {n}")
@@ -201,19 +220,26 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
     with exclusive_use(model):
         model.check_not_busy("fit")  # fit from one of this fit's callbacks (the lock is re-entrant)
         checkpoint = load_checkpoint(resume_from, model) if resume_from is not None else None
+        if checkpoint is not None and optimizer_state is not None:
+            raise ValueError("give resume_from or optimizer_state, not both")
         session = session_for(model, backend, n_threads)
         model.busy = "fit is running"
         train = None
         try:
             train = TrainingSession.create(model, session, x[:n_train], t[:n_train] if t is not None else None,
-                                           loss, opt, batch_size, physical, gather)
+                                           loss, opt, batch_size, physical, gather,
+                                           weights[:n_train] if weights is not None else None)
             loop = FitLoop(model, train, opt, epochs=epochs, batch_size=batch_size, physical=physical, run=run,
                            seed=seed, validation=validation, loss=loss, callbacks=callbacks, verbose=verbose)
             if checkpoint is not None:
                 loop.resume(checkpoint)
+            elif optimizer_state is not None:
+                train.write_state(opt, optimizer_state)
             model.loss = loss
             return loop.fit()
         finally:
             model.busy = None
             if train is not None:
+                # kept with the weights it belongs to, also after Ctrl+C (copies and pickles carry it)
+                model.optimizer_state = train.read_state(opt)
                 train.close()

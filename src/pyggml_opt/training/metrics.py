@@ -9,11 +9,48 @@ import numpy as np
 from ..core import Result
 
 
-def result_logs(result: Result) -> dict:
-    """loss, loss_unc, accuracy, accuracy_unc accumulated in ``result``."""
+def result_logs(result: Result, weighted: "HostAccuracy | None" = None) -> dict:
+    """loss, loss_unc, accuracy, accuracy_unc accumulated in ``result``.
+
+    For fit's weighted losses (``weighted``: the accuracy counted on the host) ggml-opt's SUM loss adds
+    up the weighted mean loss of every step: it is divided by the number of steps here, and the
+    accuracy, which ggml-opt counts only for its own cross-entropy, comes from ``weighted``."""
     lv, lu = result.loss()
-    av, au = result.accuracy()
+    if weighted is None:
+        av, au = result.accuracy()
+    else:
+        steps = result.ndata / weighted.batch_size
+        lv, lu = (lv / steps, lu / steps) if steps else (float("nan"), float("nan"))
+        av, au = weighted.value()
     return {"loss": lv, "loss_unc": lu, "accuracy": av, "accuracy_unc": au}
+
+
+def accuracy_of(correct: int, n: int) -> tuple[float, float]:
+    """The fraction correct and its binomial uncertainty, as ggml-opt computes them."""
+    if n == 0:
+        return float("nan"), float("nan")
+    acc = correct / n
+    return acc, math.sqrt(acc * (1 - acc) / (n - 1)) if n > 1 else float("nan")
+
+
+class HostAccuracy:
+    """Correct predictions of training batches counted here, where ggml-opt counts none (fit's weighted
+    losses). ``counts`` is False for losses without an accuracy (mse)."""
+
+    def __init__(self, batch_size: int, counts: bool) -> None:
+        self.batch_size, self.counts = batch_size, counts
+        self.correct = self.seen = 0
+
+    def reset(self) -> None:
+        self.correct = self.seen = 0
+
+    def add(self, outputs: np.ndarray, targets: np.ndarray) -> None:
+        if self.counts:
+            self.correct += int((outputs.argmax(axis=1) == targets.argmax(axis=1)).sum())
+            self.seen += outputs.shape[0]
+
+    def value(self) -> tuple[float, float]:
+        return accuracy_of(self.correct, self.seen)
 
 
 def log_softmax(z: np.ndarray) -> np.ndarray:
@@ -32,9 +69,7 @@ def loss_and_accuracy(outputs: np.ndarray, targets: np.ndarray | None, loss: str
     n = outputs.shape[0]
     if loss == "cross_entropy":
         per = -(targets * log_softmax(outputs)).sum(axis=1)
-        correct = (outputs.argmax(axis=1) == targets.argmax(axis=1)).astype(np.float64)
-        acc = correct.mean()
-        acc_unc = math.sqrt(acc * (1 - acc) / (n - 1)) if n > 1 else float("nan")
+        acc, acc_unc = accuracy_of(int((outputs.argmax(axis=1) == targets.argmax(axis=1)).sum()), n)
     elif loss == "mse":
         per = ((outputs - targets) ** 2).mean(axis=1)
         acc = acc_unc = float("nan")

@@ -14,6 +14,7 @@ from ..core import tensor_data
 from ..nn import ForwardGraph, Network, check_backward
 from ..saving import OptimizerState
 from .batching import BatchWriter
+from .losses import weighted_loss
 from .optimizers import Optimizer
 
 SESSION = "session"  # the key of a network's Session among its attachments
@@ -89,36 +90,50 @@ class TrainingSession:
     y_writer: BatchWriter | None
     gathers_in_graph: bool   # the graph's input is row numbers, gathered by GET_ROWS
     labels_per_epoch: bool   # labels are put in batch order once per epoch (else gathered per batch)
+    weighted: bool = False   # the label rows end with the sample's weight; the loss is fit's own (losses.py)
 
     @classmethod
     def create(cls, network: Network, session: Session, x: np.ndarray, targets: np.ndarray | None, loss: str,
-               optimizer: Optimizer, batch_size: int, physical: int, gather: str = "auto") -> "TrainingSession":
+               optimizer: Optimizer, batch_size: int, physical: int, gather: str = "auto",
+               weights: np.ndarray | None = None) -> "TrainingSession":
         """Write the training samples into a ggml dataset (the one copy of the user's data), then build
         the training graph and the ggml-opt context for ``physical`` samples per evaluation. ``gather``:
-        "graph", "host" or "auto" (see ``fit``)."""
+        "graph", "host" or "auto" (see ``fit``). ``weights``: one per sample, for a weighted loss."""
         n, ne_x = x.shape[0], int(np.prod(network.input_shape))
         n_out = network.output_shape[0]
-        dataset = Dataset(ne_x, n_out if targets is not None else 0, n)
+        weighted = weights is not None
+        width = n_out + weighted
+        dataset = Dataset(ne_x, width if targets is not None else 0, n)
         dataset.data[...] = x.reshape(n, ne_x)
         if targets is not None:
-            dataset.labels[...] = targets
+            dataset.labels[:, :n_out] = targets
+        if weighted:
+            dataset.labels[:, n_out] = weights
         main = session.scheduler.main
         if gather == "graph" and not main.is_cpu:
             raise ValueError(f"gather='graph' needs the CPU backend (the graph reads the dataset's host memory), "
                              f"got {main.device_name}")
         in_graph = gather != "host" and main.is_cpu and n < 2**31  # row numbers are int32
         store = network.params_on(main)
-        graph = ForwardGraph(network, store, physical, rows_of=dataset.data_tensor if in_graph else None)
+        graph = ForwardGraph(network, store, physical, rows_of=dataset.data_tensor if in_graph else None,
+                             labels_width=width if weighted else None)
+        outputs = graph.outputs
+        if weighted:
+            outputs = weighted_loss(graph.out, graph.labels, loss).ptr
         store.mark_trainable()
-        check_backward(graph.outputs)
+        check_backward(outputs)
         scheduler = Scheduler(session.scheduler.backends)
-        opt_ctx = OptContext(scheduler, loss, optimizer, static=(graph.ctx_compute, graph.inputs, graph.outputs),
+        opt_ctx = OptContext(scheduler, "sum" if weighted else loss, optimizer,
+                             static=(graph.ctx_compute, graph.inputs, outputs),
                              opt_period=batch_size // physical, keep_alive=(graph, dataset))
-        labels = opt_ctx.labels if targets is not None else None
+        if weighted:
+            labels = graph.labels.ptr
+        else:
+            labels = opt_ctx.labels if targets is not None else None
         return cls(dataset, graph, scheduler, opt_ctx, Result(),
                    BatchWriter(graph.inputs, (physical,) if in_graph else (physical, ne_x)),
-                   BatchWriter(labels, (physical, n_out)) if labels is not None else None, in_graph,
-                   gather != "host")
+                   BatchWriter(labels, (physical, width)) if labels is not None else None, in_graph,
+                   gather != "host", weighted)
 
     def read_state(self, optimizer: Optimizer) -> OptimizerState:
         """The optimizer state between steps: ggml-opt's iteration and AdamW moments, the step count."""
