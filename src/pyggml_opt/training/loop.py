@@ -199,6 +199,10 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
     opt = get_optimizer(optimizer)
     callbacks = CallbackList(callbacks, model, None)  # the loop becomes their trainer
     gather = check_choice("gather", gather, ("auto", "graph", "host"))
+    if resume_from is not None and optimizer_state is not None:
+        raise ValueError("give resume_from or optimizer_state, not both")
+    if optimizer_state is not None and not isinstance(optimizer_state, OptimizerState):
+        raise TypeError(f"optimizer_state must be a model's optimizer_state, got {type(optimizer_state).__name__}")
 
     x = check_x(model, x)
     model.ensure_built(x.shape[1:], seed)
@@ -220,8 +224,6 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
     with exclusive_use(model):
         model.check_not_busy("fit")  # fit from one of this fit's callbacks (the lock is re-entrant)
         checkpoint = load_checkpoint(resume_from, model) if resume_from is not None else None
-        if checkpoint is not None and optimizer_state is not None:
-            raise ValueError("give resume_from or optimizer_state, not both")
         session = session_for(model, backend, n_threads)
         model.busy = "fit is running"
         train = None

@@ -154,6 +154,10 @@ class TrainingSession:
                 continue
             if name not in state.m or name not in state.v:
                 raise ValueError(f"the checkpoint has no AdamW moments for parameter {name!r}")
+            for moment in (state.m[name], state.v[name]):
+                if np.shape(moment) != t.shape:
+                    raise ValueError(f"the optimizer state's moments of {name!r} have shape {np.shape(moment)}, "
+                                     f"the parameter {t.shape}")
             tensor_data.set(m, state.m[name])
             tensor_data.set(v, state.v[name])
         lib.ggml_opt_set_iter(self.opt_ctx.ptr, state.iter)
