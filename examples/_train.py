@@ -12,7 +12,7 @@ def run(build_model, doc: str, default_out: str, argv=None) -> float:
     ap.add_argument("path", nargs="?", default=str(data.DEBIAN_FASHION_MNIST_DIR),
                     help="folder with the Fashion-MNIST IDX files (default: %(default)s)")
     ap.add_argument("--epochs", type=int, default=30)
-    ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: pyggml_opt.default_n_threads(): the cores this process may use)")
     ap.add_argument("--backend", default="cpu", help='"cpu", "cuda", "metal" or a ggml device name')
     ap.add_argument("--out", default=default_out, help="GGUF file to write")
     args = ap.parse_args(argv)

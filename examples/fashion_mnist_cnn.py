@@ -3,8 +3,8 @@
 The model and hyperparameters are those of ggml's examples/mnist ("mnist-cnn": two 3x3 convolutions
 with 8 and 16 channels, each followed by ReLU and 2x2 max pooling, then a dense layer to 10 classes;
 30 epochs, logical batch 1000, physical batch 500, 5 % validation, AdamW with lr 1e-3). Expect about
-86-87 % test accuracy after 30 epochs; an epoch takes roughly 15-20 s on two cores. The saved GGUF
-file is readable by ggml's C++ mnist-eval.
+86-87 % test accuracy after 30 epochs; an epoch takes about 8 s on two cores (benchmarks/CPU_SPEED.md).
+The saved GGUF file is readable by ggml's C++ mnist-eval.
 
     python examples/fashion_mnist_cnn.py                       # Debian's dataset-fashion-mnist
     python examples/fashion_mnist_cnn.py /path/to/idx/folder   # any folder with the 4 IDX files

@@ -1,0 +1,107 @@
+"""Every script in examples/ runs as a user runs it (a subprocess of ``python examples/<script>``),
+and so does the package's demo (``python -m pyggml_opt.demo``): each trains, prints its test accuracy
+and writes a GGUF file that ``pyggml_opt.load`` reads back with the same accuracy.
+
+Data: Debian's Fashion-MNIST (``dataset-fashion-mnist``, installed by CI), one epoch. Without it the
+examples run on the small subset shipped in the package, written as IDX files (5 epochs), unless
+``PYGGML_OPT_REQUIRE_C_TESTS=1`` (CI), where its absence is a failure.
+
+The accuracy bounds sit ~5 points below what seed 0 gives (the training is deterministic; other CPUs
+differ in rounding only, by ~0.1 point after 4 epochs in benchmarks/CPU_SPEED.md) and far above chance
+(10 %): full data, 1 epoch: MLP 79.6 %, CNN 71.5 %; the subset, 5 epochs: MLP 74.4 %, CNN 65.5 %.
+One thread each (the test machine's two cores are shared): MLP ~2 s, CNN ~15 s (full data) on 2 cores.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pyggml_opt as pgo
+from pyggml_opt import data
+from pyggml_opt.core import GGUFFile
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+REQUIRE = os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1"
+
+# script -> (the GGUF layout it writes, minimum test accuracy on the full data after 1 epoch, on the
+# bundled subset after 5 epochs)
+CASES = {
+    "fashion_mnist_mlp.py": ("mnist-fc", 0.75, 0.68),
+    "fashion_mnist_cnn.py": ("mnist-cnn", 0.65, 0.58),
+}
+
+
+def test_every_example_is_tested():
+    scripts = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
+    assert scripts == sorted(CASES), f"examples/ has {scripts}; add the new ones to tests/test_examples.py"
+
+
+@pytest.fixture(scope="module")
+def fashion(tmp_path_factory):
+    """(IDX folder, epochs, which bound applies, test images and labels)."""
+    if data.fashion_mnist_available():
+        _, (x_test, y_test) = data.load_fashion_mnist(flatten=True)
+        return str(data.DEBIAN_FASHION_MNIST_DIR), 1, 1, x_test, y_test
+    if REQUIRE:
+        pytest.fail("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist; "
+                    "PYGGML_OPT_REQUIRE_C_TESTS=1)")
+    folder = data.raw_idx_dir(small=True, dest=tmp_path_factory.mktemp("fashion-small"))
+    _, (x_test, y_test) = data.load_fashion_mnist(folder, flatten=True)
+    return str(folder), 5, 2, x_test, y_test
+
+
+def _run(args: list[str], cwd: Path, timeout: int = 300) -> str:
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+def _test_accuracy(stdout: str) -> str:
+    """The test accuracy a script printed last ("test loss 0.57, test accuracy 79.57 %" or the demo's
+    "test: loss 0.57, accuracy 79.57 %"), as printed."""
+    found = re.findall(r"^test\b.*\baccuracy ([0-9]+\.[0-9]+) %$", stdout, flags=re.M)
+    assert found, f"no test accuracy in the output:\n{stdout[-3000:]}"
+    return found[-1]
+
+
+def _check_saved(path: Path, architecture: str, printed: str, x_test, y_test) -> None:
+    assert path.is_file(), f"{path} was not written"
+    with GGUFFile.read(path) as f:
+        assert f.get("general.architecture") == architecture  # ggml's layout: its mnist-eval reads the file
+    model = pgo.load(path)
+    loss, accuracy = model.evaluate(x_test, y_test, n_threads=1)
+    assert math.isfinite(loss)
+    assert f"{100 * accuracy:.2f}" == printed, f"the saved model's accuracy {100 * accuracy} % != the printed {printed} %"
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_example_trains_and_saves(script, fashion, tmp_path):
+    folder, epochs, which, x_test, y_test = fashion
+    architecture, bound = CASES[script][0], CASES[script][which]
+    out = tmp_path / "model.gguf"
+    # run from the repository root, as the examples' docstrings show
+    stdout = _run([str(EXAMPLES / script), folder, "--epochs", str(epochs), "--threads", "1", "--out", str(out)],
+                  cwd=ROOT)
+    assert f"trained {epochs} epochs" in stdout
+    printed = _test_accuracy(stdout)
+    assert float(printed) / 100 >= bound, f"{script}: test accuracy {printed} % < {100 * bound} % after {epochs} epoch(s)"
+    _check_saved(out, architecture, printed, x_test, y_test)
+
+
+def test_demo_on_the_bundled_subset(tmp_path):
+    # the small subset shipped in the package: 6000 training images, 3 epochs of batch 1000
+    out = tmp_path / "demo.gguf"
+    stdout = _run(["-m", "pyggml_opt.demo", "--small", "--epochs", "3", "--threads", "1", "--verbose", "2",
+                   "--out", str(out)], cwd=tmp_path)
+    assert "Fashion-MNIST subset (bundled)" in stdout
+    printed = _test_accuracy(stdout)
+    assert float(printed) >= 64.0, f"demo: test accuracy {printed} % after 3 epochs"  # seed 0 gives 69.9 %
+    _, (x_test, y_test) = data.load_fashion_mnist_small(flatten=True)
+    _check_saved(out, "mnist-fc", printed, x_test, y_test)
