@@ -73,3 +73,40 @@ def test_the_backend_is_remembered_across_close_and_copies():
     assert copy.deepcopy(m).backend == "CPU"
     m.predict(X)
     assert m.attachment("session").device == "CPU"
+
+
+def _registries() -> dict[str, list[str]]:
+    """ggml registry name ("CPU", "CUDA", "MTL", ...) -> the names of its devices, in order."""
+    regs: dict[str, list[str]] = {}
+    for i in range(lib.ggml_backend_dev_count()):
+        dev = lib.ggml_backend_dev_get(i)
+        regs.setdefault(c_str(lib.ggml_backend_reg_name(lib.ggml_backend_dev_backend_reg(dev))), []).append(_name(dev))
+    return regs
+
+
+@pytest.mark.parametrize("name,reg,option", [("metal", "MTL", "GGML_METAL=ON"), ("cuda", "CUDA", "GGML_CUDA=ON")])
+def test_gpu_backend_name_resolves_when_the_build_has_it(name, reg, option):
+    regs = _registries()
+    if reg not in regs:
+        # not built: a ValueError listing every device of this build and the option that adds it
+        with pytest.raises(ValueError) as err:
+            find_device(name)
+        msg = str(err.value)
+        assert f"backend {name!r} is not available in this build, which has: " in msg
+        for d in pgo.devices():
+            assert f"{d.name} ({d.type})" in msg
+        assert f"cmake.define.{option}" in msg
+        return
+    first = regs[reg][0]  # "MTL0", "CUDA0"
+    for spelling in (name, name.upper(), f" {name.capitalize()} ", f"{name}:0", first, first.lower()):
+        assert _name(find_device(spelling)) == first, spelling
+    for i, dev_name in enumerate(regs[reg]):
+        assert _name(find_device(f"{name}:{i}")) == dev_name
+    with pytest.raises(ValueError, match=f"which has: .*{first}"):
+        find_device(f"{name}:{len(regs[reg])}")
+    with Backend(name) as b:
+        assert b.device_name == first and not b.is_cpu
+    m = mlp()
+    m.fit(X, Y, epochs=1, batch_size=8, backend=name, **FAST)
+    assert m.backend == first
+    assert np.isfinite(m.predict(X)).all()
