@@ -12,30 +12,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 import warnings
 
-import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
 
 import pyggml_opt as pgo
+from machine import cpu_name  # benchmarks/machine.py
 from pyggml_opt.sklearn import GGMLClassifier
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main() -> None:

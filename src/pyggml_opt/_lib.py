@@ -18,11 +18,12 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 try:
-    from . import _ggml  # type: ignore[attr-defined]
+    from . import _ggml
 except ImportError as exc:  # pragma: no cover - exercised only with a broken install
     raise ImportError(
         f"pyggml_opt: cannot load its compiled extension {PACKAGE_DIR / '_ggml.*.so'} or the ggml "
@@ -32,6 +33,8 @@ except ImportError as exc:  # pragma: no cover - exercised only with a broken in
 
 ffi = _ggml.ffi
 lib = _ggml.lib
+# A cffi object (pointer, struct, array, C function): cffi gives them no static types.
+CData = Any
 # Beside the extension, which in an editable install is not beside this file.
 LIB_DIR = Path(_ggml.__file__).resolve().parent / "lib"
 
@@ -48,7 +51,7 @@ _log_state = threading.local()
 
 
 @ffi.def_extern()
-def pyggml_log_callback(level: int, text, user_data) -> None:  # noqa: ARG001 - C signature
+def pyggml_log_callback(level: int, text: CData, user_data: CData) -> None:  # noqa: ARG001 - C signature
     piece = ffi.string(text).decode("utf-8", "replace")
     if level != lib.GGML_LOG_LEVEL_CONT:
         _log_state.level = _LOG_LEVELS.get(level, logging.INFO)
@@ -61,7 +64,7 @@ def pyggml_log_callback(level: int, text, user_data) -> None:  # noqa: ARG001 - 
 
 
 @ffi.def_extern()
-def pyggml_abort_callback(error_message) -> None:
+def pyggml_abort_callback(error_message: CData) -> None:
     msg = ffi.string(error_message).decode("utf-8", "replace")
     sys.stderr.write(f"pyggml_opt: ggml aborted: {msg}\nPython stack at the time of the abort:\n")
     traceback.print_stack(file=sys.stderr)
@@ -73,7 +76,7 @@ lib.ggml_set_abort_callback(lib.pyggml_abort_callback)
 lib.ggml_backend_load_all_from_path(str(LIB_DIR).encode())
 
 
-def cpu_proc(name: str, ctype: str):
+def cpu_proc(name: str, ctype: str) -> CData | None:
     """A function of the CPU backend (ggml-cpu.h) by name, typed as ``ctype``, or None.
 
     With GGML_BACKEND_DL these functions live in the CPU variant loaded at run time and are not
@@ -86,6 +89,6 @@ def cpu_proc(name: str, ctype: str):
     return None if ptr == ffi.NULL else ffi.cast(ctype, ptr)
 
 
-def c_str(value) -> str:
+def c_str(value: CData) -> str:
     """A C string (``const char *``) as a Python str; '' for NULL."""
     return "" if value == ffi.NULL else ffi.string(value).decode("utf-8", "replace")

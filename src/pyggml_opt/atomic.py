@@ -9,7 +9,7 @@ from typing import BinaryIO, Iterator
 
 
 @contextmanager
-def atomic_path(path) -> Iterator[str]:
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
     """A fresh temporary path beside ``path``: renamed to ``path`` when the block succeeds, removed when
     it fails. Created with the default permissions (the umask's), as the final file would be."""
     path = os.fspath(path)
@@ -26,7 +26,7 @@ def atomic_path(path) -> Iterator[str]:
 
 
 @contextmanager
-def atomic_file(path) -> Iterator[BinaryIO]:
+def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """A binary file open for writing that appears at ``path`` only once written completely."""
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         yield f

@@ -7,11 +7,12 @@ returning errors). This module depends on numpy only.
 from __future__ import annotations
 
 import math
+from typing import Any, Collection
 
 import numpy as np
 
 
-def check_int(name: str, value, lo: int = 1, hi: int | None = None) -> int:
+def check_int(name: str, value: object, lo: int = 1, hi: int | None = None) -> int:
     """``value`` as an int in [lo, hi] (bools are refused: ``True`` is not a batch size)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < lo \
             or (hi is not None and value > hi):
@@ -20,8 +21,9 @@ def check_int(name: str, value, lo: int = 1, hi: int | None = None) -> int:
     return int(value)
 
 
-def check_pair(name: str, value, lo: int = 1) -> tuple[int, int]:
+def check_pair(name: str, value: object, lo: int = 1) -> tuple[int, int]:
     """An int or a pair of ints, each >= ``lo``, as a pair (kernel sizes, strides, padding)."""
+    vals: tuple[Any, ...] | None  # checked just below
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         vals = (value, value)
     elif isinstance(value, (tuple, list)):
@@ -34,7 +36,7 @@ def check_pair(name: str, value, lo: int = 1) -> tuple[int, int]:
     return int(vals[0]), int(vals[1])
 
 
-def check_number(name: str, value, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False,
+def check_number(name: str, value: object, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False,
                  why: str = "") -> float:
     """A finite real number in the interval given (open or closed at each end)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -47,7 +49,7 @@ def check_number(name: str, value, lo: float, hi: float, *, lo_open: bool = Fals
     return v
 
 
-def check_choice(name: str, value, choices) -> str:
+def check_choice(name: str, value: object, choices: Collection[str]) -> str:
     """One of ``choices`` (strings)."""
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")

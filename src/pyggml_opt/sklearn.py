@@ -11,23 +11,30 @@ Needs scikit-learn (``pip install pyggml_opt[sklearn]``).
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from typing import Any, Callable, Sequence, TypeVar, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import train_test_split
-    from sklearn.utils import check_random_state
+    from sklearn.utils import Tags, check_random_state
     from sklearn.utils.multiclass import check_classification_targets, unique_labels
     from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 except ImportError as exc:  # pragma: no cover - exercised only without scikit-learn
     raise ImportError("pyggml_opt.sklearn needs scikit-learn >= 1.6: pip install 'pyggml_opt[sklearn]'") from exc
 
+from . import training
 from .models import Sequential
 from .nn import Network, layers
+from .nn.layers import Layer
 from .training import AdamW, Callback, EarlyStopping
+
+_E = TypeVar("_E", bound="_GGMLEstimator")
+# ``module``: a model, or a function (n_features, n_outputs) -> model
+Module = Union[Network, Callable[[int, int], Network]]
 
 ACTIVATIONS = {"identity": None, "logistic": layers.Sigmoid, "tanh": layers.Tanh, "relu": layers.ReLU}
 
@@ -37,9 +44,10 @@ class _Scores(Callback):
     classifier, R^2 for a regressor) when early stopping holds data out."""
 
     def __init__(self, score: Callable[[dict], float]) -> None:
-        self.score, self.scores = score, []
+        self.score = score
+        self.scores: list[float] = []
 
-    def on_epoch_end(self, model, epoch, logs):
+    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
         self.scores.append(self.score(logs))
 
 
@@ -47,12 +55,24 @@ class _GGMLEstimator(BaseEstimator):
     """What the classifier and the regressor share: the network, the training and the checks."""
 
     _loss: str
+    _multi_output: bool
+    # fitted attributes (scikit-learn's convention: absent until fit)
+    model_: Network
+    input_shape_: tuple[int, ...]
+    loss_curve_: list[float]
+    loss_: float
+    best_loss_: float
+    n_iter_: int
+    t_: int
+    validation_scores_: list[float] | None
+    best_validation_score_: float | None
 
-    def __init__(self, hidden_layer_sizes=(100,), activation: str = "relu", *, alpha: float = 1e-4,
-                 batch_size="auto", learning_rate_init: float = 1e-3, max_iter: int = 200, shuffle: bool = True,
-                 tol: float = 1e-4, early_stopping: bool = False, validation_fraction: float = 0.1,
-                 n_iter_no_change: int = 10, random_state=None, verbose: int = 0, n_threads: int | None = None,
-                 backend: str | None = None, module=None) -> None:
+    def __init__(self, hidden_layer_sizes: int | Sequence[int] | None = (100,), activation: str = "relu", *,
+                 alpha: float = 1e-4, batch_size: int | str = "auto", learning_rate_init: float = 1e-3,
+                 max_iter: int = 200, shuffle: bool = True, tol: float = 1e-4, early_stopping: bool = False,
+                 validation_fraction: float = 0.1, n_iter_no_change: int = 10,
+                 random_state: int | np.random.RandomState | None = None, verbose: int = 0,
+                 n_threads: int | None = None, backend: str | None = None, module: Module | None = None) -> None:
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.alpha = alpha
@@ -71,7 +91,7 @@ class _GGMLEstimator(BaseEstimator):
         self.module = module
 
     # ---- to implement ---------------------------------------------------------------------------------
-    def _targets(self, y, first: bool, classes=None) -> np.ndarray:
+    def _targets(self, y: ArrayLike, first: bool, classes: ArrayLike | None = None) -> np.ndarray:
         """y as fit's targets (class ids or float rows); ``first``: the first fit of this estimator."""
         raise NotImplementedError
 
@@ -104,7 +124,8 @@ class _GGMLEstimator(BaseEstimator):
         if module is None:
             sizes = [int(h) for h in np.atleast_1d(self.hidden_layer_sizes)] if self.hidden_layer_sizes is not None else []
             act = ACTIVATIONS[self.activation]
-            stack, width = [], n_features
+            stack: list[Layer] = []
+            width = n_features
             for h in sizes:
                 stack.append(layers.Linear(width, h))
                 if act is not None:
@@ -120,7 +141,7 @@ class _GGMLEstimator(BaseEstimator):
                 raise TypeError(f"module(n_features, n_outputs) must return a pyggml_opt model, got {type(model).__name__}")
         else:
             raise TypeError(f"module must be a pyggml_opt model or a function returning one, got {type(module).__name__}")
-        if model.built and int(np.prod(model.input_shape)) != n_features:
+        if model.input_shape is not None and int(np.prod(model.input_shape)) != n_features:
             raise ValueError(f"module was built for samples of shape {model.input_shape}, but X has {n_features} "
                              "features per sample")
         return model
@@ -140,26 +161,28 @@ class _GGMLEstimator(BaseEstimator):
                 weights[name[:-len("weight")] + "bias"] = rng.uniform(-bound, bound, fan_out)
         return weights
 
-    def _samples(self, X) -> np.ndarray:
+    def _samples(self, X: np.ndarray) -> np.ndarray:
         """X (n, n_features) as the network's samples: reshaped to ``module``'s input shape when that
         has as many values (an image model on flattened images)."""
         shape = getattr(self, "input_shape_", (X.shape[1],))
         return X.reshape(X.shape[0], *shape)
 
     # ---- training ---------------------------------------------------------------------------------------
-    def _fit(self, X, y, sample_weight, *, incremental: bool, classes=None):
+    def _fit(self: _E, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None, *, incremental: bool,
+             classes: ArrayLike | None = None) -> _E:
         self._check_params()
         first = not (incremental and hasattr(self, "model_"))
-        X, y = validate_data(self, X, y, reset=first, dtype=(np.float64, np.float32), multi_output=self._multi_output,
-                             y_numeric=self._loss == "mse")
+        X_checked, y = validate_data(self, X, y, reset=first, dtype=(np.float64, np.float32),
+                                     multi_output=self._multi_output, y_numeric=self._loss == "mse")
         t = self._targets(y, first, classes)
-        weights = None if sample_weight is None else _check_sample_weight(sample_weight, X, dtype=np.float64)
+        weights = None if sample_weight is None else _check_sample_weight(sample_weight, X_checked, dtype=np.float64)
         rng = check_random_state(self.random_state)
         if first:
             n_outputs = len(self.classes_) if self._loss == "cross_entropy" else t.shape[1]
-            model = self._network(X.shape[1], n_outputs)
-            self.input_shape_ = model.input_shape if model.built else (X.shape[1],)
+            model = self._network(X_checked.shape[1], n_outputs)
+            self.input_shape_ = model.input_shape if model.input_shape is not None else (X_checked.shape[1],)
             model.build(self.input_shape_, seed=int(rng.randint(2**31 - 1)))
+            assert model.output_shape is not None  # built
             if model.output_shape != (n_outputs,):
                 raise ValueError(f"module gives {model.output_shape[0]} outputs per sample, the data needs {n_outputs}")
             if self.module is None:
@@ -168,13 +191,14 @@ class _GGMLEstimator(BaseEstimator):
             self.validation_scores_ = [] if self.early_stopping and not incremental else None
             self.best_validation_score_ = None
             self.best_loss_ = np.inf
-        x = self._samples(X)
+        x = self._samples(X_checked)
         n = x.shape[0]
         batch = min(200, n) if self.batch_size == "auto" else min(int(self.batch_size), n)
-        fit_args = dict(batch_size=batch, shuffle=bool(self.shuffle), seed=int(rng.randint(2**31 - 1)),
-                        optimizer=AdamW(lr=self.learning_rate_init, weight_decay=min(float(self.alpha), 1.0)),
-                        loss=self._loss, n_threads=self.n_threads, backend=self.backend,
-                        verbose=2 if self.verbose else 0, optimizer_state=self.model_.optimizer_state)
+        fit_args: dict[str, Any] = dict(
+            batch_size=batch, shuffle=bool(self.shuffle), seed=int(rng.randint(2**31 - 1)),
+            optimizer=AdamW(lr=self.learning_rate_init, weight_decay=min(float(self.alpha), 1.0)),
+            loss=self._loss, n_threads=self.n_threads, backend=self.backend,
+            verbose=2 if self.verbose else 0, optimizer_state=self.model_.optimizer_state)
         callbacks: list[Callback] = []
         if incremental:
             epochs = 1
@@ -190,7 +214,8 @@ class _GGMLEstimator(BaseEstimator):
                 fit_args["validation_data"] = (x_val, t_val)
                 scores = _Scores(lambda logs: self._val_score(logs, t_val))
                 callbacks.append(scores)
-        history = self.model_.fit(x, t, epochs=epochs, callbacks=callbacks, sample_weight=weights, **fit_args)
+        history = training.fit(self.model_, x, t, epochs=epochs, callbacks=callbacks, sample_weight=weights,
+                               **fit_args)
         losses = [float(v) for v in history["loss"]]
         self.loss_curve_ = [*self.loss_curve_, *losses]
         self.loss_ = self.loss_curve_[-1]
@@ -216,13 +241,13 @@ class _GGMLEstimator(BaseEstimator):
         # scikit-learn stops once the count of such epochs exceeds n_iter_no_change: Keras's patience + 1
         return EarlyStopping("loss", patience=int(self.n_iter_no_change) + 1, min_delta=float(self.tol), mode="min")
 
-    def _outputs(self, X) -> np.ndarray:
+    def _outputs(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
-        out = self.model_.predict(self._samples(X), n_threads=self.n_threads, backend=self.backend)
-        return out.astype(X.dtype, copy=False)  # scikit-learn's convention: float64 unless X is float32
+        X_checked = validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
+        out = training.predict(self.model_, self._samples(X_checked), n_threads=self.n_threads, backend=self.backend)
+        return out.astype(X_checked.dtype, copy=False)  # scikit-learn's convention: float64 unless X is float32
 
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = self._multi_output
         return tags
@@ -269,18 +294,19 @@ class GGMLClassifier(ClassifierMixin, _GGMLEstimator):
     _loss = "cross_entropy"
     _multi_output = False
 
-    def fit(self, X, y, sample_weight=None) -> "GGMLClassifier":
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> GGMLClassifier:
         """Train a new network on X (n, n_features), y (n,) for up to ``max_iter`` epochs."""
         return self._fit(X, y, sample_weight, incremental=False)
 
-    def partial_fit(self, X, y, classes=None, sample_weight=None) -> "GGMLClassifier":
+    def partial_fit(self, X: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None,
+                    sample_weight: ArrayLike | None = None) -> GGMLClassifier:
         """One epoch over X, y, continuing the network and optimizer state of earlier calls;
         ``classes`` (all the labels there will be) is required on the first call."""
         if not hasattr(self, "model_") and classes is None:
             raise ValueError("classes must be given on the first call to partial_fit")
         return self._fit(X, y, sample_weight, incremental=True, classes=classes)
 
-    def _targets(self, y, first, classes=None):
+    def _targets(self, y: ArrayLike, first: bool, classes: ArrayLike | None = None) -> np.ndarray:
         check_classification_targets(y)
         if first:
             self.classes_ = unique_labels(classes if classes is not None else y)
@@ -291,17 +317,17 @@ class GGMLClassifier(ClassifierMixin, _GGMLEstimator):
             raise ValueError(f"y has labels the first call to partial_fit did not name: classes are {self.classes_}")
         return ids
 
-    def _val_score(self, logs, y_val):
+    def _val_score(self, logs: dict, y_val: np.ndarray) -> float:
         return float(logs["val_accuracy"])
 
-    def predict_proba(self, X) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities (n, n_classes), columns in the order of ``classes_``."""
         return self._outputs(X)
 
-    def predict_log_proba(self, X) -> np.ndarray:
+    def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
         return np.log(self.predict_proba(X))
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """The most probable class of each sample."""
         proba = self.predict_proba(X)
         return self.classes_[proba.argmax(axis=1)]
@@ -318,28 +344,30 @@ class GGMLRegressor(RegressorMixin, _GGMLEstimator):
     _loss = "mse"
     _multi_output = True
 
-    def fit(self, X, y, sample_weight=None) -> "GGMLRegressor":
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> GGMLRegressor:
         """Train a new network on X (n, n_features), y (n,) or (n, n_targets) for up to ``max_iter`` epochs."""
         return self._fit(X, y, sample_weight, incremental=False)
 
-    def partial_fit(self, X, y, sample_weight=None) -> "GGMLRegressor":
+    def partial_fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> GGMLRegressor:
         """One epoch over X, y, continuing the network and optimizer state of earlier calls."""
         return self._fit(X, y, sample_weight, incremental=True)
 
-    def _targets(self, y, first, classes=None):
+    def _targets(self, y: ArrayLike, first: bool, classes: ArrayLike | None = None) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64)
         if first:
             self._y_1d = y.ndim == 1
         t = y.reshape(y.shape[0], -1)
-        if not first and t.shape[1] != self.model_.output_shape[0]:
-            raise ValueError(f"y has {t.shape[1]} targets, the model was fitted with {self.model_.output_shape[0]}")
+        if not first:
+            assert self.model_.output_shape is not None  # built by the first fit
+            if t.shape[1] != self.model_.output_shape[0]:
+                raise ValueError(f"y has {t.shape[1]} targets, the model was fitted with {self.model_.output_shape[0]}")
         return t
 
-    def _val_score(self, logs, y_val):
+    def _val_score(self, logs: dict, y_val: np.ndarray) -> float:
         variance = float(((y_val - y_val.mean(axis=0)) ** 2).mean())
         return 1.0 - float(logs["val_loss"]) / variance if variance > 0 else 0.0
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Predictions (n,) for a model fitted on y (n,), else (n, n_targets)."""
         out = self._outputs(X)
         return out.ravel() if self._y_1d else out

@@ -4,9 +4,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .._lib import c_str, cpu_proc, ffi, lib
+from .._lib import CData, c_str, cpu_proc, ffi, lib
 from ..checks import check_int
+from .context import Context
 from .handle import Handle
+from .threadpool import PoolSlot
 
 _DEVICE_TYPES = {
     lib.GGML_BACKEND_DEVICE_TYPE_CPU: "cpu",
@@ -48,7 +50,7 @@ _BUILD_OPTIONS = {"cuda": [_CUDA], "metal": [_METAL], "gpu": [_CUDA, _METAL], "b
                   "rpc": [("GGML_RPC=ON", "")]}
 
 
-def find_device(name: str):
+def find_device(name: str) -> CData:
     """The ggml device for a backend name, case-insensitive.
 
     ``"cpu"``; ``"cuda"`` / ``"cuda:1"`` (the first / second CUDA device); ``"metal"``; ``"gpu"`` /
@@ -118,6 +120,7 @@ class Backend(Handle):
         super().__init__(lib.ggml_backend_dev_init(dev, ffi.NULL), lib.ggml_backend_free)
         self.device_name = c_str(lib.ggml_backend_dev_name(dev))
         self.is_cpu = lib.ggml_backend_dev_type(dev) == lib.GGML_BACKEND_DEVICE_TYPE_CPU
+        self._pool = PoolSlot(self.ptr) if self.is_cpu else None
         if self.is_cpu:
             self.set_n_threads(n_threads)
 
@@ -129,6 +132,24 @@ class Backend(Handle):
         fn = cpu_proc("ggml_backend_set_n_threads", "ggml_backend_set_n_threads_t")
         if self.is_cpu and fn is not None:
             fn(self.ptr, n_threads)
+            assert self._pool is not None  # every CPU backend has one
+            self._pool.use(n_threads)
+
+    def rest(self) -> None:
+        """Put the CPU backend's worker threads to sleep until the next graph (end of a call)."""
+        if self._pool is not None:
+            self._pool.rest()
+
+    def wake(self) -> None:
+        """Use the CPU backend's worker threads again after ``rest``."""
+        if self._pool is not None:
+            self._pool.wake()
+
+    def close(self) -> None:
+        """Free the backend (and its thread pool) now (idempotent)."""
+        if self._pool is not None:
+            self._pool.close()
+        super().close()
 
 
 class Buffer(Handle):
@@ -136,7 +157,7 @@ class Buffer(Handle):
 
     _kind = "backend buffer"
 
-    def __init__(self, context, backend: Backend) -> None:
+    def __init__(self, context: Context, backend: Backend) -> None:
         ptr = lib.ggml_backend_alloc_ctx_tensors(context.ptr, backend.ptr)
         super().__init__(ptr, lib.ggml_backend_buffer_free, context, backend)
         self.context, self.backend = context, backend

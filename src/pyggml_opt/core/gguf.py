@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
-from .._lib import c_str, ffi, lib
+from .._lib import CData, c_str, ffi, lib
 from ..atomic import atomic_path
 from .context import Context
 from .handle import Handle
@@ -29,12 +30,13 @@ class GGUFFile(Handle):
 
     _kind = "GGUF context"
 
-    def __init__(self, _ptr=None, _ctx_ptr=None) -> None:
+    def __init__(self, _ptr: CData | None = None, _ctx_ptr: CData | None = None) -> None:
         self._tensor_ctx = _ctx_ptr
         self._path: str | None = None  # set by read(); tensor data is read from this file
-        self._arrays: list = []  # (data, context) of each tensor added for writing
+        self._arrays: list[tuple[np.ndarray, Context]] = []  # (data, context) of each tensor added for writing
         ptr = _ptr if _ptr is not None else lib.gguf_init_empty()
         super().__init__(ptr, lib.gguf_free)
+        self._ctx_finalizer: Handle | None
         if _ctx_ptr is not None:
             self._ctx_finalizer = Handle(_ctx_ptr, lib.ggml_free)
         else:
@@ -46,7 +48,7 @@ class GGUFFile(Handle):
             self._ctx_finalizer.close()
 
     @classmethod
-    def read(cls, path) -> "GGUFFile":
+    def read(cls, path: str | os.PathLike[str]) -> GGUFFile:
         path = os.fspath(path)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"no such GGUF file: {path!r}")
@@ -83,8 +85,9 @@ class GGUFFile(Handle):
     def keys(self) -> list[str]:
         return [c_str(lib.gguf_get_key(self.ptr, i)) for i in range(lib.gguf_get_n_kv(self.ptr))]
 
-    def get(self, key: str, default=None):
-        """Value of a scalar or string key (arrays are not read); ``default`` if absent."""
+    def get(self, key: str, default: Any = None) -> Any:
+        """Value of a scalar or string key (arrays are not read); ``default`` if absent. Its type is the
+        file's: check it before use."""
         kid = lib.gguf_find_key(self.ptr, key.encode())
         if kid < 0:
             return default
@@ -94,7 +97,7 @@ class GGUFFile(Handle):
         value = getattr(lib, f"gguf_get_val_{_GETTERS[kind]}")(self.ptr, kid)
         return c_str(value) if kind == lib.GGUF_TYPE_STRING else value
 
-    def set(self, key: str, value) -> None:
+    def set(self, key: str, value: object) -> None:
         """Set a key: str, bool, int (int64) or float (float64)."""
         k = key.encode()
         if isinstance(value, str):
@@ -147,7 +150,7 @@ class GGUFFile(Handle):
         t.data = ffi.cast("void *", ffi.from_buffer(arr))
         lib.gguf_add_tensor(self.ptr, t)
 
-    def write(self, path) -> None:
+    def write(self, path: str | os.PathLike[str]) -> None:
         """Write the file; it replaces ``path`` only once written completely."""
         with atomic_path(path) as tmp:
             if not lib.gguf_write_to_file(self.ptr, tmp.encode(), False):

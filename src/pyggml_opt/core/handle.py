@@ -11,9 +11,11 @@ Rules (docs/architecture.md, "Ownership"):
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
-from .._lib import ffi
+from .._lib import CData, ffi
+
+_H = TypeVar("_H", bound="Handle")
 
 
 class ClosedError(ValueError):
@@ -25,7 +27,7 @@ class Handle:
 
     _kind = "handle"
 
-    def __init__(self, ptr: Any, free: Callable[[Any], None] | None, *deps: Any) -> None:
+    def __init__(self, ptr: CData, free: Callable[[CData], None] | None, *deps: Any) -> None:
         if ptr == ffi.NULL:
             raise MemoryError(f"pyggml_opt: ggml could not create the {self._kind}")
         self._ptr = ptr
@@ -33,7 +35,7 @@ class Handle:
         self._finalizer = weakref.finalize(self, _free, free, ptr, deps) if free else None
 
     @property
-    def ptr(self) -> Any:
+    def ptr(self) -> CData:
         """The C pointer; raises if this object is closed."""
         if self._ptr is None:
             raise ClosedError(f"this {self._kind} is closed")
@@ -51,10 +53,17 @@ class Handle:
         if self._finalizer is not None:
             self._finalizer()
 
-    def __enter__(self):
+    def abandon(self) -> None:
+        """Forget the C pointer without freeing it: for an object whose C side cannot be freed here
+        (a thread pool in a forked child, whose threads stayed in the parent)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._ptr = None
+
+    def __enter__(self: _H) -> _H:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -62,6 +71,6 @@ class Handle:
         return f"<{type(self).__name__} {state}>"
 
 
-def _free(free: Callable[[Any], None], ptr: Any, deps: tuple) -> None:  # noqa: ARG001
+def _free(free: Callable[[CData], None], ptr: CData, deps: tuple[Any, ...]) -> None:  # noqa: ARG001
     # `deps` is only held so that what `ptr` depends on is freed after it.
     free(ptr)

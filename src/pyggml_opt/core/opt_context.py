@@ -2,10 +2,15 @@
 from __future__ import annotations
 
 import threading
+from types import TracebackType
+from typing import Iterable, Protocol
 
-from .._lib import ffi, lib
+from .._lib import CData, ffi, lib
 from ..checks import check_int
+from .context import Context
 from .handle import Handle
+from .result import Result
+from .scheduler import Scheduler
 
 LOSS_TYPES = {
     "mean": lib.GGML_OPT_LOSS_TYPE_MEAN,
@@ -15,18 +20,30 @@ LOSS_TYPES = {
 }
 
 
-def loss_type(loss) -> int:
+def loss_type(loss: object) -> int:
     """ggml-opt's loss type for a loss name; ValueError naming the known ones."""
     if not isinstance(loss, str) or loss not in LOSS_TYPES:
         raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_TYPES)}")
     return LOSS_TYPES[loss]
 
 
+class OptimizerCallbacks(Protocol):
+    """What an ``OptContext`` asks of its optimizer (``training.optimizers.Optimizer``)."""
+
+    type: int  # ggml_opt_optimizer_type
+
+    def c_params(self) -> CData: ...
+    def fallback_params(self) -> CData: ...
+    def record_error(self, exc: BaseException) -> None: ...
+    def raise_pending(self) -> None: ...
+
+
 # The optimizer whose ggml_opt_eval is running in this thread (for _on_params_error).
 _evaluating = threading.local()
 
 
-def _on_params_error(exc_type, exc_value, traceback):  # noqa: ARG001 - cffi's onerror signature
+def _on_params_error(exc_type: type[BaseException],  # noqa: ARG001 - cffi's onerror signature
+                     exc_value: BaseException, traceback: TracebackType) -> CData | None:  # noqa: ARG001
     # An exception escaped the callback anyway: a KeyboardInterrupt (Ctrl+C) is raised at whatever
     # bytecode runs when the signal arrives, also outside c_params' try. cffi would hand ggml-opt a
     # zeroed struct and ggml-opt would abort on alpha == 0: return the last valid parameters instead
@@ -39,7 +56,7 @@ def _on_params_error(exc_type, exc_value, traceback):  # noqa: ARG001 - cffi's o
 
 
 @ffi.def_extern(error=lib.ggml_opt_get_default_optimizer_params(ffi.NULL), onerror=_on_params_error)
-def pyggml_get_optimizer_params(userdata):
+def pyggml_get_optimizer_params(userdata: CData) -> CData:
     # ggml-opt calls this once per optimizer step and asserts on the values it gets back, so the
     # optimizer object never raises here: it keeps any error and returns its last valid values.
     return ffi.from_handle(userdata).c_params()
@@ -65,8 +82,9 @@ class OptContext(Handle):
 
     _kind = "ggml-opt context"
 
-    def __init__(self, scheduler, loss: str, optimizer=None, *, static=None, opt_period: int = 1,
-                 forward_only: bool = False, keep_alive=()) -> None:
+    def __init__(self, scheduler: Scheduler, loss: str, optimizer: OptimizerCallbacks | None = None, *,
+                 static: tuple[Context, CData, CData] | None = None, opt_period: int = 1,
+                 forward_only: bool = False, keep_alive: Iterable[object] = ()) -> None:
         opt_period = check_int("opt_period", opt_period)
         params = lib.ggml_opt_default_params(scheduler.ptr, loss_type(loss))
         ctx_compute = None
@@ -77,7 +95,7 @@ class OptContext(Handle):
             params.ctx_compute, params.inputs, params.outputs = ctx_compute.ptr, inputs, outputs
         params.opt_period = opt_period
         params.build_type = lib.GGML_OPT_BUILD_TYPE_FORWARD if forward_only else lib.GGML_OPT_BUILD_TYPE_OPT
-        self._userdata = None
+        self._userdata: CData | None = None
         if optimizer is not None:
             self._userdata = ffi.new_handle(optimizer)
             params.optimizer = optimizer.type
@@ -87,9 +105,10 @@ class OptContext(Handle):
                          scheduler, ctx_compute, self._userdata, optimizer, *keep_alive)
         self.scheduler, self.optimizer = scheduler, optimizer
         self.static = static is not None
-        self._prepared = None
+        self._prepared: tuple[Context, object] | None = None
 
-    def prepare_alloc(self, ctx_compute, graph, inputs, outputs, keep_alive=None) -> None:
+    def prepare_alloc(self, ctx_compute: Context, graph: CData, inputs: CData, outputs: CData,
+                      keep_alive: object = None) -> None:
         """Allocation-based graphs: the forward ``graph`` (a ``struct ggml_cgraph *`` in ``ctx_compute``,
         ``inputs`` not yet allocated) to allocate next. ``ctx_compute`` must be fresh for every call:
         ggml-opt adds the loss to it. ``keep_alive`` is held until the next call."""
@@ -103,7 +122,7 @@ class OptContext(Handle):
             raise ValueError("allocation-based graphs: call prepare_alloc before alloc")
         lib.ggml_opt_alloc(self.ptr, backward)
 
-    def eval(self, result=None) -> None:
+    def eval(self, result: Result | None = None) -> None:
         """Compute the allocated graph (GIL released); accumulate into ``result`` if given."""
         _evaluating.optimizer = self.optimizer
         try:
@@ -114,7 +133,7 @@ class OptContext(Handle):
             self.optimizer.raise_pending()
 
     @property
-    def labels(self):
+    def labels(self) -> CData:
         """The labels tensor (cross-entropy and mse losses), else NULL."""
         return lib.ggml_opt_labels(self.ptr)
 

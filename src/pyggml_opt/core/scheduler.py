@@ -1,7 +1,7 @@
 """ggml_backend_sched: runs a graph over several backends, each op on the first one that supports it."""
 from __future__ import annotations
 
-from .._lib import ffi, lib
+from .._lib import CData, ffi, lib
 from .backend import Backend
 from .handle import Handle
 
@@ -37,7 +37,7 @@ class Scheduler(Handle):
         """The backend that holds parameters and inputs."""
         return self.backends[0]
 
-    def compute(self, graph) -> None:
+    def compute(self, graph: CData) -> None:
         """Allocate and compute ``graph`` (a ``struct ggml_cgraph *``); releases the GIL while computing."""
         lib.ggml_backend_sched_reset(self.ptr)
         if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph):

@@ -9,11 +9,11 @@ import math
 
 import numpy as np
 
-from .._lib import ffi, lib
+from .._lib import CData, ffi, lib
 
 MAX_NAME = 64  # GGML_MAX_NAME: ggml_tensor.name is char[64], so names have at most 63 bytes
 
-NP_TYPES = {
+NP_TYPES: dict[int, type[np.generic]] = {
     lib.GGML_TYPE_F32: np.float32,
     lib.GGML_TYPE_F16: np.float16,
     lib.GGML_TYPE_I32: np.int32,
@@ -24,7 +24,7 @@ NP_TYPES = {
 }
 
 
-def shape_of(t, ndim: int | None = None) -> tuple[int, ...]:
+def shape_of(t: CData, ndim: int | None = None) -> tuple[int, ...]:
     """numpy-order shape of tensor ``t``; ``ndim`` dims (default: drop trailing size-1 dims, keep >= 1)."""
     ne = [int(t.ne[i]) for i in range(lib.GGML_MAX_DIMS)]
     if ndim is None:
@@ -40,21 +40,21 @@ def ne_of(shape: tuple[int, ...]) -> list[int]:
     return ne + [1] * (lib.GGML_MAX_DIMS - len(ne))
 
 
-def np_dtype(t) -> type:
+def np_dtype(t: CData) -> type[np.generic]:
     try:
         return NP_TYPES[t.type]
     except KeyError:
         raise TypeError(f"tensor type {ffi.string(lib.ggml_type_name(t.type)).decode()} has no numpy equivalent") from None
 
 
-def _check_allocated(t) -> None:
+def _check_allocated(t: CData) -> None:
     # ggml_backend_tensor_get / _set assert (abort) on a tensor without memory
     if t.data == ffi.NULL or t.buffer == ffi.NULL:
         raise ValueError(f"tensor {ffi.string(t.name).decode()!r} has no memory (not allocated, or only a copy of "
                          "its graph was computed)")
 
 
-def get(t, ndim: int | None = None) -> np.ndarray:
+def get(t: CData, ndim: int | None = None) -> np.ndarray:
     """A numpy copy of tensor ``t``'s data (from any backend)."""
     _check_allocated(t)
     if not lib.ggml_is_contiguous(t):
@@ -64,7 +64,7 @@ def get(t, ndim: int | None = None) -> np.ndarray:
     return out
 
 
-def set(t, value: np.ndarray, offset_bytes: int = 0) -> None:  # noqa: A001 - mirrors ggml_backend_tensor_set
+def set(t: CData, value: np.ndarray, offset_bytes: int = 0) -> None:  # noqa: A001 - mirrors ggml_backend_tensor_set
     """Copy ``value`` into tensor ``t`` (at ``offset_bytes``); the element type must match exactly."""
     _check_allocated(t)
     dtype = np_dtype(t)
@@ -75,7 +75,7 @@ def set(t, value: np.ndarray, offset_bytes: int = 0) -> None:  # noqa: A001 - mi
     lib.ggml_backend_tensor_set(t, ffi.from_buffer(arr), offset_bytes, arr.nbytes)
 
 
-def host_view(t, shape: tuple[int, ...]) -> np.ndarray | None:
+def host_view(t: CData, shape: tuple[int, ...]) -> np.ndarray | None:
     """A writable numpy view of tensor ``t``'s memory when it lives in host memory (CPU buffers),
     shaped ``shape``; None where it does not (a GPU buffer, or not allocated yet).
 

@@ -7,6 +7,7 @@ standard library only.
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import struct
 import zlib
@@ -22,7 +23,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 _GZIP_MAGIC = b"\x1f\x8b"
 
 # IDX type code -> big-endian numpy dtype as stored in the file.
-_IDX_DTYPES = {
+_IDX_DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype(">u1"),
     0x09: np.dtype(">i1"),
     0x0B: np.dtype(">i2"),
@@ -42,7 +43,7 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == _GZIP_MAGIC
 
 
-def _read_exact(f, n: int) -> bytes:
+def _read_exact(f: io.BufferedIOBase, n: int) -> bytes:
     """Read n bytes or fewer at end of stream (loops: a compressed stream may return short reads)."""
     chunks = []
     while n > 0:
@@ -54,7 +55,7 @@ def _read_exact(f, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _readinto_exact(f, view: memoryview) -> int:
+def _readinto_exact(f: io.BufferedIOBase, view: memoryview) -> int:
     got = 0
     total = len(view)
     while got < total:
@@ -108,7 +109,7 @@ def read_idx(path: PathLike) -> np.ndarray:
             shape = struct.unpack(f">{ndim}I", dims_raw)
             out = np.empty(shape, dtype=dtype)
             nbytes = out.nbytes
-            got = _readinto_exact(f, memoryview(out.reshape(-1).view(np.uint8)))
+            got = _readinto_exact(f, out.reshape(-1).view(np.uint8).data)
             if got < nbytes:
                 raise ValueError(f"{path}: truncated IDX data: shape {shape} of {dtype.name} needs "
                                  f"{nbytes} bytes, file holds {got}")

@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Callable
+from typing import Any, Callable, TypeVar, cast
 
 from .. import nn
 from ..nn import Network, register
 from ..saving import save
 from ..training import evaluate, fit, predict
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-def _method(fn: Callable) -> Callable:
+
+def _method(fn: _F) -> _F:
     """``fn(model, ...)`` as a method, with ``fn``'s signature and docstring (for help())."""
     @functools.wraps(fn)
-    def method(self, *args, **kwargs):
+    def method(self: Model, *args: Any, **kwargs: Any) -> Any:
         return fn(self, *args, **kwargs)
 
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())
-    method.__signature__ = sig.replace(parameters=[params[0].replace(name="self"), *params[1:]])
-    return method
+    # Functions take any attribute; typeshed's type of functools.wraps' result does not list this one.
+    method.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=[params[0].replace(name="self"), *params[1:]])
+    return cast(_F, method)  # the same signature as fn's, self in place of the model
 
 
 class Model(Network):

@@ -7,10 +7,12 @@ and files written by the C++ ``mnist-train`` load here (``pyggml_opt.load``). Bo
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ..nn import Network, serialize
-from ..nn.layers import Conv2d, Flatten, Linear, MaxPool2d, ReLU, Reshape
+from ..nn.layers import Conv2d, Flatten, Layer, Linear, MaxPool2d, ReLU, Reshape
 from ..saving import FileFormat, register_format
 from .model import Sequential
 
@@ -21,11 +23,11 @@ MNIST_NHIDDEN = 500
 MNIST_CNN_NCB = 8
 
 
-def _fc_layers(n_hidden: int) -> list:
+def _fc_layers(n_hidden: int) -> list[Layer]:
     return [Linear(MNIST_NINPUT, n_hidden, name="fc1"), ReLU(), Linear(n_hidden, MNIST_NCLASSES, name="fc2")]
 
 
-def _cnn_layers() -> list:
+def _cnn_layers() -> list[Layer]:
     ncb = MNIST_CNN_NCB
     return [Reshape((1, MNIST_HW, MNIST_HW)),
             Conv2d(1, ncb, 3, padding=1, name="conv1"), ReLU(), MaxPool2d(2),
@@ -45,7 +47,7 @@ def mnist_cnn() -> Sequential:
     return Sequential(_cnn_layers(), input_shape=(MNIST_NINPUT,))
 
 
-def _matcher(layers: list):
+def _matcher(layers: list[Layer]) -> Callable[[Network], bool]:
     """Whether a built model is a Sequential of exactly these layers on flat 784-pixel rows."""
     config = serialize(Sequential(layers))
 

@@ -2,7 +2,7 @@
 a graph that ``ggml_build_backward_expand`` would abort on, before ggml sees it."""
 from __future__ import annotations
 
-from .._lib import c_str, ffi, lib
+from .._lib import CData, c_str, ffi, lib
 
 # ggml ops with a backward pass (ggml.c, ggml_compute_backward at 0.15.3).
 BACKWARD_OPS = {
@@ -23,18 +23,18 @@ _IGNORED_SRC = {
 }
 
 
-def _key(t) -> int:
+def _key(t: CData) -> int:
     return int(ffi.cast("uintptr_t", t))
 
 
-def _sources(t) -> list:
+def _sources(t: CData) -> list[CData]:
     """The sources of ``t`` through which a gradient flows, as ggml_build_backward_expand sees them."""
     unary = lib.ggml_get_unary_op(t) if t.op == lib.GGML_OP_UNARY else None
     ignored = _IGNORED_SRC.get((t.op, unary), _IGNORED_SRC.get((t.op, None), ()))
     return [t.src[i] for i in range(lib.GGML_MAX_SRC) if t.src[i] != ffi.NULL and i not in ignored]
 
 
-def _topological(outputs) -> list:
+def _topological(outputs: CData) -> list[CData]:
     """Every node reachable from ``outputs``, sources before their users."""
     order, seen, stack = [], set(), [(outputs, False)]
     while stack:
@@ -50,7 +50,7 @@ def _topological(outputs) -> list:
     return order
 
 
-def check_backward(outputs) -> None:
+def check_backward(outputs: CData) -> None:
     """Raise ValueError naming the first op on a parameter's path that ggml cannot differentiate.
 
     Mirrors ggml_build_backward_expand: a node needs a gradient when it is a parameter or one of
@@ -74,7 +74,7 @@ def check_backward(outputs) -> None:
             _check_op(t, users)
 
 
-def _check_op(t, users: dict[int, int]) -> None:
+def _check_op(t: CData, users: dict[int, int]) -> None:
     op = c_str(lib.ggml_op_name(t.op))
     if t.op == lib.GGML_OP_UNARY:
         u = c_str(lib.ggml_unary_op_name(lib.ggml_get_unary_op(t)))

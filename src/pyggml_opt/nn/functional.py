@@ -1,15 +1,16 @@
 """``FunctionModel``: a network written as a Python function over tensor ops."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from .._lib import lib
+from .._lib import CData, lib
 from ..checks import check_int
 from ..core import GRAPH_SIZE, Context
 from .graph import output_shape_of
-from .network import Network
+from .network import Network, SummaryRow
 from .ops import Tensor, new_input
 from .params import uniform_init
 
@@ -23,13 +24,15 @@ class FunctionModel(Network):
     the first axis; 1-D parameters start at zero).
     """
 
-    def __init__(self, forward: Callable[[Tensor, dict[str, Tensor]], Tensor], param_shapes: dict,
-                 init: Callable | None = None, input_shape=None) -> None:
+    def __init__(self, forward: Callable[[Tensor, dict[str, Tensor]], Tensor],
+                 param_shapes: Mapping[str, int | Sequence[int]],
+                 init: Callable[[str, tuple[int, ...], np.random.Generator], ArrayLike] | None = None,
+                 input_shape: Sequence[int] | None = None) -> None:
         super().__init__()
         if not callable(forward):
             raise TypeError("forward must be a callable (x, params) -> Tensor")
         self._forward, self._init = forward, init
-        self._declared = {}
+        self._declared: dict[str, tuple[int, ...]] = {}
         for k, v in dict(param_shapes).items():
             shape = tuple(v) if isinstance(v, (tuple, list)) else (v,)
             if not 1 <= len(shape) <= lib.GGML_MAX_DIMS:
@@ -38,10 +41,10 @@ class FunctionModel(Network):
         if input_shape is not None:
             self.build(input_shape)
 
-    def _build_shapes(self, input_shape):
+    def _build_shapes(self, input_shape: tuple[int, ...]) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
         return dict(self._declared), output_shape_of(self, self._declared, input_shape)
 
-    def _init_param(self, name, shape, rng):
+    def _init_param(self, name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         if self._init is not None:
             value = np.asarray(self._init(name, shape, rng), dtype=np.float32)
             if value.shape != shape:
@@ -51,13 +54,13 @@ class FunctionModel(Network):
             return np.zeros(shape, np.float32)
         return uniform_init(rng, shape, int(np.prod(shape[1:])))
 
-    def forward(self, x, params):
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         out = self._forward(x, params)
         if not isinstance(out, Tensor):
             raise TypeError(f"the model function must return a Tensor, got {type(out).__name__}")
         return out
 
-    def _summary_rows(self) -> list[tuple[str, tuple | str, list[str]]]:
+    def _summary_rows(self) -> list[SummaryRow]:
         # A row per group of parameters (the name up to its last ".": "fc1.weight" and "fc1.bias" make
         # "fc1"), not per ggml node: ggml expands one op into several nodes (conv_2d is im2col, mul_mat,
         # reshapes and a permute, with the batch merged into other axes), which would say more about
@@ -67,7 +70,8 @@ class FunctionModel(Network):
         groups: dict[str, list[str]] = {}
         for name in self.param_shapes:
             groups.setdefault(name.rsplit(".", 1)[0], []).append(name)
-        rows = [("input", (None, *self.input_shape), [])]
+        assert self.input_shape is not None and self.output_shape is not None  # summary() checked
+        rows: list[SummaryRow] = [("input", (None, *self.input_shape), [])]
         used = sorted((g for g in groups if g in small), key=lambda g: small[g][0])
         for g in used:
             a, b = small[g][1], large[g][1]
@@ -81,10 +85,12 @@ class FunctionModel(Network):
         """Parameter group -> (index, ggml ``ne``) of the last node of the forward graph for ``batch``
         samples that reads one of the group's parameters (directly or through nodes computed from
         parameters alone, such as ggml's reshape of a convolution kernel)."""
+        assert self.input_shape is not None  # built: called by summary()
         ctx = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE)
         ctx_p = Context(max(1, len(self.param_shapes)))
         try:
-            params, carries = {}, {}  # carries: tensor -> the groups whose parameters alone it is made of
+            params: dict[str, Tensor] = {}
+            carries: dict[CData, set[str]] = {}  # tensor -> the groups whose parameters alone it is made of
             for name, shape in self.param_shapes.items():
                 params[name] = new_input(ctx_p, shape, name)
                 params[name].ctx = None
@@ -92,7 +98,7 @@ class FunctionModel(Network):
             out = self.forward(new_input(ctx, (batch, *self.input_shape)), params)
             gf = lib.ggml_new_graph_custom(ctx.ptr, GRAPH_SIZE, False)
             lib.ggml_build_forward_expand(gf, out.ptr)
-            outputs = {}
+            outputs: dict[str, tuple[int, tuple[int, ...]]] = {}
             for i in range(lib.ggml_graph_n_nodes(gf)):
                 node = lib.ggml_graph_node(gf, i)
                 srcs = [src for src in node.src if src]

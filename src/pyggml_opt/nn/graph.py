@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._lib import lib
+from .._lib import CData, lib
 from ..core import GRAPH_SIZE, Buffer, Context
 from ..core import tensor_data
+from .network import Network
 from .ops import Tensor, cont, new_input
 from .params import ParamStore
 
@@ -27,20 +28,22 @@ class ForwardGraph:
     graph is built for one evaluation (``ggml_opt_prepare_alloc``), so any batch size works.
     """
 
-    def __init__(self, network, store: ParamStore, batch: int, *, static: bool = True, rows_of=None,
-                 labels_width: int | None = None) -> None:
+    def __init__(self, network: Network, store: ParamStore, batch: int, *, static: bool = True,
+                 rows_of: CData | None = None, labels_width: int | None = None) -> None:
         self.batch = batch
         self.store = store
         self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE, grads=static)
-        self.ctx_static = self.buf_static = None
+        self.ctx_static: Context | None = None
+        self.buf_static: Buffer | None = None
         self.labels: Tensor | None = None
+        assert network.input_shape is not None and network.output_shape is not None  # built by the caller
         shape = (batch, *network.input_shape)
         if labels_width is not None and not static:
             raise ValueError("labels_width needs a static graph")
         if static:
             self.ctx_static = Context(3)
             if rows_of is None:
-                inp = new_input(self.ctx_static, shape, "input").ptr
+                inp = new_input(self.ctx_static, shape, "input", network.input_dtype).ptr
             else:
                 inp = lib.ggml_new_tensor_1d(self.ctx_static.ptr, lib.GGML_TYPE_I32, batch)
                 lib.ggml_set_name(inp, b"batch_rows")
@@ -49,7 +52,7 @@ class ForwardGraph:
                 lib.ggml_set_input(self.labels.ptr)
                 self.labels.ctx = self.ctx_compute  # ops on the labels build in the graph's context
         else:
-            inp = new_input(self.ctx_compute, shape, "input").ptr
+            inp = new_input(self.ctx_compute, shape, "input", network.input_dtype).ptr
         self.inputs = inp
         lib.ggml_set_input(inp)
         if rows_of is None:
@@ -65,14 +68,15 @@ class ForwardGraph:
         if not lib.ggml_is_contiguous(out.ptr):
             out = cont(out)
         if self.labels is not None:
+            assert self.ctx_static is not None  # labels are static inputs (checked above)
             out = Tensor(lib.ggml_cont(self.ctx_static.ptr, out.ptr), self.ctx_compute, self.ctx_static, 2)
-        if static:
+        if self.ctx_static is not None:
             self.buf_static = Buffer(self.ctx_static, store.backend)
         self.out = out
         self.outputs = out.ptr
         lib.ggml_set_name(self.outputs, b"outputs")
         lib.ggml_set_output(self.outputs)
-        self.gf = None
+        self.gf: CData | None = None
         if not static:
             self.gf = lib.ggml_new_graph_custom(self.ctx_compute.ptr, GRAPH_SIZE, False)
             lib.ggml_build_forward_expand(self.gf, self.outputs)
@@ -91,16 +95,17 @@ class ForwardGraph:
                 owner.close()
 
 
-def output_shape_of(network, param_shapes: dict[str, tuple[int, ...]], input_shape) -> tuple[int, ...]:
+def output_shape_of(network: Network, param_shapes: dict[str, tuple[int, ...]],
+                    input_shape: tuple[int, ...]) -> tuple[int, ...]:
     """Build ``network``'s graph for one sample (no data, no backend) to learn its output shape."""
     ctx = Context(GRAPH_SIZE)
     ctx_p = Context(max(1, len(param_shapes)))
     try:
-        params = {}
+        params: dict[str, Tensor] = {}
         for name, shape in param_shapes.items():
             params[name] = new_input(ctx_p, shape, name)
             params[name].ctx = None
-        out = network.forward(new_input(ctx, (1, *input_shape)), params)
+        out = network.forward(new_input(ctx, (1, *input_shape), "input", network.input_dtype), params)
         return out.shape[1:]
     finally:
         ctx.close()

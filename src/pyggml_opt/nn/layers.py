@@ -10,7 +10,7 @@ constructor arguments and ``from_config`` rebuilds the layer; each class is regi
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, NoReturn, Sequence
 
 import numpy as np
 
@@ -23,11 +23,19 @@ from .shapes import MAX_SAMPLE_AXES, conv2d_output_hw, pool2d_output_hw
 
 
 class Layer:
-    """Base class. Subclasses set ``params`` (name -> shape) in ``output_shape`` and implement ``forward``."""
+    """Base class. Subclasses set ``params`` (name -> shape) in ``output_shape`` and implement ``forward``.
+
+    ``input_dtype`` "int32" marks a layer that takes integer ids (Embedding): only the first layer of
+    a model may, and the model's input is then int32."""
+
+    input_dtype: str | None = None
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name
         self.param_shapes: dict[str, tuple[int, ...]] = {}
+
+    def check_input(self, x: np.ndarray) -> None:
+        """ValueError for input values this layer cannot take (called with the whole input array)."""
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         return input_shape
@@ -50,7 +58,7 @@ class Layer:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "name")
         return f"{type(self).__name__}({args})"
 
-    def _fail(self, input_shape, expected: str) -> None:
+    def _fail(self, input_shape: tuple[int, ...], expected: str) -> NoReturn:
         raise ValueError(f"{self!r}{' ' + repr(self.name) if self.name else ''}: input shape "
                          f"{tuple(input_shape)} (batch axis excluded) does not fit: expected {expected}")
 
@@ -64,7 +72,7 @@ class Linear(Layer):
         self.out_features = check_int("out_features", out_features)
         self.bias = bool(bias)
 
-    def output_shape(self, input_shape):
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         if tuple(input_shape) != (self.in_features,):
             self._fail(input_shape, f"({self.in_features},); add Flatten() before it for images")
         self.param_shapes = {"weight": (self.out_features, self.in_features)}
@@ -72,13 +80,13 @@ class Linear(Layer):
             self.param_shapes["bias"] = (self.out_features,)
         return (self.out_features,)
 
-    def init(self, pname, shape, rng):
+    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return uniform_init(rng, shape, self.in_features)
 
-    def forward(self, x, params):
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         return F.linear(x, params["weight"], params.get("bias"))
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {**super().get_config(), "in_features": self.in_features, "out_features": self.out_features, "bias": self.bias}
 
 
@@ -98,7 +106,7 @@ class Conv2d(Layer):
         self.dilation = check_pair("dilation", dilation)
         self.bias = bool(bias)
 
-    def output_shape(self, input_shape):
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         if len(input_shape) != 3 or input_shape[0] != self.in_channels:
             self._fail(input_shape, f"(channels={self.in_channels}, height, width); add Reshape(...) for flat rows")
         _, h, w = input_shape
@@ -111,14 +119,14 @@ class Conv2d(Layer):
             self.param_shapes["bias"] = (self.out_channels, 1, 1)
         return (self.out_channels, oh, ow)
 
-    def init(self, pname, shape, rng):
+    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return uniform_init(rng, shape, self.in_channels * self.kernel_size[0] * self.kernel_size[1])
 
-    def forward(self, x, params):
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         y = F.conv_2d(x, params["kernel"], self.stride, self.padding, self.dilation)
         return F.add(y, params["bias"]) if self.bias else y
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {**super().get_config(), "in_channels": self.in_channels, "out_channels": self.out_channels,
                 "kernel_size": list(self.kernel_size), "stride": list(self.stride),
                 "padding": list(self.padding), "dilation": list(self.dilation), "bias": self.bias}
@@ -134,7 +142,7 @@ class _Pool2d(Layer):
         self.stride = check_pair("stride", stride if stride is not None else self.kernel_size)
         self.padding = check_pair("padding", padding, 0)
 
-    def output_shape(self, input_shape):
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         if len(input_shape) != 3:
             self._fail(input_shape, "(channels, height, width)")
         c, h, w = input_shape
@@ -143,10 +151,10 @@ class _Pool2d(Layer):
             self._fail(input_shape, f"height and width of at least the window {self.kernel_size}")
         return (c, *hw)
 
-    def forward(self, x, params):
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         return F.pool_2d(x, self.kind, self.kernel_size, self.stride, self.padding)
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {**super().get_config(), "kernel_size": list(self.kernel_size), "stride": list(self.stride), "padding": list(self.padding)}
 
 
@@ -163,10 +171,10 @@ class AvgPool2d(_Pool2d):
 class Flatten(Layer):
     """(d1, d2, ...) -> (d1*d2*...,), in numpy (C) order, as torch.nn.Flatten."""
 
-    def output_shape(self, input_shape):
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         return (int(np.prod(input_shape)),)
 
-    def forward(self, x, params):
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         return F.flatten(x)
 
 
@@ -180,23 +188,23 @@ class Reshape(Layer):
             raise ValueError(f"Reshape: shape must have 1 to {MAX_SAMPLE_AXES} entries (batch axis excluded), "
                              f"got {self.shape}")
 
-    def output_shape(self, input_shape):
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         if int(np.prod(input_shape)) != int(np.prod(self.shape)):
             self._fail(input_shape, f"{int(np.prod(self.shape))} values per sample to reshape into {self.shape}")
         return self.shape
 
-    def forward(self, x, params):
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         return F.reshape(x, x.shape[0], *self.shape)
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {**super().get_config(), "shape": list(self.shape)}
 
 
-def _activation(name: str, fn, doc: str):
+def _activation(name: str, fn: Callable[[Tensor], Tensor], doc: str) -> type[Layer]:
     class _Act(Layer):
         __doc__ = doc
 
-        def forward(self, x, params):
+        def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
             return fn(x)
 
     _Act.__name__ = _Act.__qualname__ = name
@@ -212,6 +220,52 @@ Softmax = _activation("Softmax", F.softmax, "Softmax over the feature axis. Do n
                       "cross_entropy loss: ggml's cross-entropy takes logits and applies softmax itself.")
 
 
+class Embedding(Layer):
+    """Token ids (T,) -> their vectors (T, embedding_dim): row ``id`` of ``weight`` (num_embeddings,
+    embedding_dim), initialised N(0, 1) as in PyTorch. Takes int arrays of ids in [0, num_embeddings);
+    it must be a model's first layer."""
+
+    input_dtype = "int32"
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, name: str | None = None) -> None:
+        super().__init__(name)
+        self.num_embeddings = check_int("num_embeddings", num_embeddings)
+        self.embedding_dim = check_int("embedding_dim", embedding_dim)
+        self.param_shapes = {"weight": (self.num_embeddings, self.embedding_dim)}
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(input_shape) != 1:
+            self._fail(input_shape, "a sequence of ids (T,)")
+        return (input_shape[0], self.embedding_dim)
+
+    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    def check_input(self, x: np.ndarray) -> None:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0 or hi >= self.num_embeddings:
+            raise ValueError(f"token ids must be in [0, {self.num_embeddings}) for {self!r}, got range [{lo}, {hi}]")
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        return F.embedding(x, params["weight"])
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim}
+
+
+class GlobalAveragePooling1D(Layer):
+    """The mean over the steps of a sequence: (T, features) -> (features,) (Keras's layer of that name)."""
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(input_shape) != 2:
+            self._fail(input_shape, "a sequence (T, features)")
+        return (input_shape[1],)
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        n, _, features = x.shape
+        return F.reshape(F.mean(F.permute(x, 0, 2, 1)), n, features)
+
+
 class LayerNorm(Layer):
     """Layer normalisation over the last axis with learnt ``weight`` (ones) and ``bias`` (zeros)."""
 
@@ -222,27 +276,27 @@ class LayerNorm(Layer):
         self.eps = check_number("eps", eps, 0.0, math.inf, lo_open=True)
         self.elementwise_affine = bool(elementwise_affine)
 
-    def output_shape(self, input_shape):
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         if not input_shape or input_shape[-1] != self.normalized_shape:
             self._fail(input_shape, f"last axis of size {self.normalized_shape}")
         self.param_shapes = ({"weight": (self.normalized_shape,), "bias": (self.normalized_shape,)}
                              if self.elementwise_affine else {})
         return input_shape
 
-    def init(self, pname, shape, rng):
+    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return np.ones(shape, np.float32) if pname == "weight" else np.zeros(shape, np.float32)
 
-    def forward(self, x, params):
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         y = F.layer_norm(x, self.eps)
         if self.elementwise_affine:
             y = F.add(F.mul(y, params["weight"]), params["bias"])
         return y
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {**super().get_config(), "normalized_shape": self.normalized_shape, "eps": self.eps,
                 "elementwise_affine": self.elementwise_affine}
 
 
 for _cls in (Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten, Reshape, ReLU, Sigmoid, Tanh, GELU, SiLU, Softmax,
-             LayerNorm):
+             LayerNorm, Embedding, GlobalAveragePooling1D):
     register(_cls)

@@ -12,14 +12,25 @@ from __future__ import annotations
 
 import copy
 import threading
-from typing import Callable
+from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar, Union
 
 import numpy as np
 
 from ..checks import check_int
+from ..core import Backend
 from .ops import Tensor
 from .params import ParamStore, check_param_name
 from .shapes import MAX_SAMPLE_AXES
+
+_N = TypeVar("_N", bound="Network")
+# A row of ``summary``: label, output shape (None for the batch axis) or a text, parameter names.
+SummaryRow = tuple[str, Union[tuple[Optional[int], ...], str], list[str]]
+
+
+class Closeable(Protocol):
+    """What a network keeps as an attachment."""
+
+    def close(self) -> None: ...
 
 
 class Network:
@@ -32,12 +43,13 @@ class Network:
         self.param_shapes: dict[str, tuple[int, ...]] = {}
         self.loss: str | None = None  # the loss last trained with (predict applies softmax for cross_entropy)
         self.backend: str | None = None  # the ggml device the network last ran on (kept by close and copies)
-        self.history = None
-        self.optimizer_state = None  # what training left to continue from (opaque here; copies keep it)
+        # Set by training, a layer above this one (a training.History, a saving.OptimizerState): Any here.
+        self.history: Any = None
+        self.optimizer_state: Any = None  # what training left to continue from (opaque here; copies keep it)
         self.stop_training = False
         self._weights: dict[str, np.ndarray] | None = None
         self._store: ParamStore | None = None
-        self._attachments: dict[str, object] = {}
+        self._attachments: dict[str, Closeable] = {}
         # Re-entrant: callbacks run in fit's thread and may call predict / evaluate; other threads are
         # refused by a non-blocking acquire. ``busy`` says what pins the parameters (fit running).
         self.lock = threading.RLock()
@@ -63,17 +75,29 @@ class Network:
     def from_config(cls, config: dict) -> "Network":
         raise NotImplementedError
 
+    def _summary_rows(self) -> list[SummaryRow]:
+        """The rows of ``summary()``, one per layer (or group of parameters)."""
+        raise NotImplementedError
+
+    @property
+    def input_dtype(self) -> str:
+        """What the model takes: "float32" values, or "int32" ids (a model that starts with Embedding)."""
+        return "float32"
+
+    def check_input(self, x: np.ndarray) -> None:
+        """ValueError for input values the model cannot take (token ids out of range)."""
+
     # ---- building -------------------------------------------------------------------------------------
     @property
     def built(self) -> bool:
         return self.input_shape is not None
 
-    def build(self, input_shape, seed: int | None = 0) -> "Network":
+    def build(self: _N, input_shape: Sequence[int], seed: int | None = 0) -> _N:
         """Fix the input shape (batch axis excluded) and initialise the weights from ``seed``."""
         rng = np.random.default_rng(seed)
         return self._build(input_shape, lambda name, shape: self._init_param(name, shape, rng))
 
-    def _build(self, input_shape, init) -> "Network":
+    def _build(self: _N, input_shape: Sequence[int], init: Callable[[str, tuple[int, ...]], np.ndarray]) -> _N:
         input_shape = tuple(input_shape)
         if not 1 <= len(input_shape) <= MAX_SAMPLE_AXES:
             raise ValueError(f"input_shape must have 1 to {MAX_SAMPLE_AXES} positive entries (batch axis excluded), "
@@ -91,7 +115,7 @@ class Network:
         self._weights = {name: init(name, shape) for name, shape in shapes.items()}
         return self
 
-    def ensure_built(self, input_shape, seed: int | None = 0) -> None:
+    def ensure_built(self, input_shape: Sequence[int], seed: int | None = 0) -> None:
         """Build for ``input_shape`` unless built; ValueError if built for another shape."""
         input_shape = tuple(input_shape)
         if not self.built:
@@ -109,6 +133,7 @@ class Network:
         self.require_built()
         if self._store is not None:
             return self._store.get()
+        assert self._weights is not None  # built: the weights are in the store or here
         return {k: v.copy() for k, v in self._weights.items()}
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
@@ -116,7 +141,7 @@ class Network:
         self.require_built()
         if not isinstance(weights, dict):
             raise TypeError(f"weights must be a dict name -> array, got {type(weights).__name__}")
-        clean = {}
+        clean: dict[str, np.ndarray] = {}
         for name, value in weights.items():
             if name not in self.param_shapes:
                 raise ValueError(f"unknown parameter {name!r}; the model has {list(self.param_shapes)}")
@@ -132,12 +157,13 @@ class Network:
         if self._store is not None:
             self._store.set(clean)
         else:
+            assert self._weights is not None  # built: the weights are in the store or here
             self._weights.update({k: v.copy() for k, v in clean.items()})
 
     def count_params(self) -> int:
         return int(sum(np.prod(s) for s in self.param_shapes.values()))
 
-    def params_on(self, backend) -> ParamStore:
+    def params_on(self, backend: Backend) -> ParamStore:
         """The parameters as ggml tensors on ``backend`` (moved there through numpy if elsewhere)."""
         self.require_built()
         if self._store is not None and self._store.backend is backend:
@@ -162,11 +188,11 @@ class Network:
         if self.busy is not None:
             raise RuntimeError(f"cannot {what} the model while {self.busy} (called from a callback)")
 
-    def attachment(self, key: str):
-        """What an upper layer attached under ``key``, or None."""
+    def attachment(self, key: str) -> Any:
+        """What an upper layer attached under ``key``, or None (of that layer's type: Any here)."""
         return self._attachments.get(key)
 
-    def attach(self, key: str, resource) -> None:
+    def attach(self, key: str, resource: Closeable) -> None:
         """Keep ``resource`` (an object with ``close()``) for this network, closing what was there."""
         old = self._attachments.pop(key, None)
         if old is not None and old is not resource:
@@ -186,10 +212,10 @@ class Network:
         finally:
             self.lock.release()
 
-    def __enter__(self):
+    def __enter__(self: _N) -> _N:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # ---- copies -------------------------------------------------------------------------------------------
@@ -199,7 +225,7 @@ class Network:
         rebuild, args = self.__reduce__()
         return rebuild(*args[:-2], *copy.deepcopy(args[-2:]))  # history and optimizer state are mutable
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Network], tuple[Any, ...]]:
         # What pickle (and clone) keep: the architecture, the weights in numpy, the loss, the history.
         weights = self.get_weights() if self.built else None
         return restore, (type(self), self.get_config(), self.input_shape, weights, self.loss, self.backend,
@@ -208,7 +234,7 @@ class Network:
     def __copy__(self) -> "Network":
         return self.clone()
 
-    def __deepcopy__(self, memo) -> "Network":
+    def __deepcopy__(self, memo: dict[int, object]) -> "Network":
         return self.clone()
 
     def summary(self, print_fn: Callable[[str], object] | None = None) -> str:
@@ -232,7 +258,7 @@ class Network:
             table += [("", "", "", w) for w in weights[1:]]  # one parameter per line, as Keras's "Connected to"
         widths = [max(len(row[i]) for row in [header, *table]) for i in range(4)]
 
-        def line(row) -> str:
+        def line(row: tuple[str, str, str, str]) -> str:
             cells = (row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]), row[3])
             return "   ".join(cells).rstrip()
 
@@ -255,18 +281,19 @@ class Network:
         return "\n".join(lines)
 
 
-def restore(cls: type, config: dict, input_shape, weights: dict | None, loss: str | None, backend: str | None,
-            history, optimizer_state=None) -> Network:
+def restore(cls: type[Network], config: dict, input_shape: Sequence[int] | None, weights: dict[str, np.ndarray] | None,
+            loss: str | None, backend: str | None, history: Any, optimizer_state: Any = None) -> Network:
     """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
     network = cls.from_config(config)
     if input_shape is not None:
+        assert weights is not None  # __reduce__ keeps them with the input shape
         network._build(input_shape, lambda name, shape: weights[name])
     network.loss, network.backend, network.history = loss, backend, history
     network.optimizer_state = optimizer_state
     return network
 
 
-def check_network(obj) -> Network:
+def check_network(obj: object) -> Network:
     """TypeError unless ``obj`` is a pyggml_opt model (a Network)."""
     if not isinstance(obj, Network):
         raise TypeError(f"model must be a pyggml_opt model, got {type(obj).__name__}")

@@ -8,11 +8,11 @@ Python function of its input and parameters. Every op checks its arguments' shap
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
-from .._lib import c_str, ffi, lib
+from .._lib import CData, c_str, ffi, lib
 from ..checks import check_pair
-from ..core import ClosedError
+from ..core import ClosedError, Context, Handle
 from ..core.tensor_data import ne_of, shape_of
 from .shapes import conv2d_output_hw, pool2d_output_hw
 
@@ -23,7 +23,8 @@ class Tensor:
 
     __slots__ = ("_ptr", "ctx", "ndim", "_owner")
 
-    def __init__(self, ptr, ctx=None, owner=None, ndim: int | None = None) -> None:
+    def __init__(self, ptr: CData, ctx: Context | None = None, owner: Handle | None = None,
+                 ndim: int | None = None) -> None:
         self._ptr = ptr         # struct ggml_tensor *
         self.ctx = ctx          # core.Context the graph is built in (None for parameters)
         # numpy rank: ggml does not store it (a batch of one looks like a vector)
@@ -31,7 +32,7 @@ class Tensor:
         self._owner = owner     # the context (a core Handle) holding `ptr`; kept alive by this tensor
 
     @property
-    def ptr(self):
+    def ptr(self) -> CData:
         """The ``struct ggml_tensor *``."""
         if self._owner is not None and self._owner.closed:
             raise ClosedError("this tensor's graph context is closed")
@@ -56,14 +57,14 @@ class Tensor:
         return f"Tensor(shape={self.shape}, op={self.op}, name={self.name!r})"
 
     # arithmetic sugar
-    def __add__(self, other): return add(self, other)
-    def __sub__(self, other): return sub(self, other)
-    def __mul__(self, other): return mul(self, other)
-    def __truediv__(self, other): return div(self, other)
-    def __neg__(self): return neg(self)
+    def __add__(self, other: Tensor) -> Tensor: return add(self, other)
+    def __sub__(self, other: Tensor) -> Tensor: return sub(self, other)
+    def __mul__(self, other: Tensor) -> Tensor: return mul(self, other)
+    def __truediv__(self, other: Tensor) -> Tensor: return div(self, other)
+    def __neg__(self) -> Tensor: return neg(self)
 
 
-def graph_context(*tensors: Tensor):
+def graph_context(*tensors: Tensor) -> Context:
     """The compute context of the first tensor that has one."""
     for t in tensors:
         if t.ctx is not None:
@@ -72,20 +73,21 @@ def graph_context(*tensors: Tensor):
                      "a value computed from it); parameters alone cannot start a graph")
 
 
-def wrap(ptr, *args: Tensor, ndim: int | None = None) -> Tensor:
+def wrap(ptr: CData, *args: Tensor, ndim: int | None = None) -> Tensor:
     """A new graph node ``ptr`` computed from ``args``, in their compute context."""
     ctx = graph_context(*args)
     return Tensor(ptr, ctx, ctx, ndim if ndim is not None else max(t.ndim for t in args))
 
 
-def check_tensor(name: str, t) -> None:
+def check_tensor(name: str, t: object) -> None:
     """TypeError unless ``t`` is a Tensor."""
     if not isinstance(t, Tensor):
         raise TypeError(f"{name} must be a Tensor, got {type(t).__name__}")
 
 
 def _check_repeat(a: Tensor, b: Tensor, op: str) -> None:
-    check_tensor("a", a), check_tensor("b", b)
+    check_tensor("a", a)
+    check_tensor("b", b)
     na, nb = ne_of(a.shape), ne_of(b.shape)
     if any(x % y for x, y in zip(na, nb)) or any(y == 0 for y in nb):
         raise ValueError(f"{op}: shape {b.shape} cannot be broadcast to {a.shape} "
@@ -129,7 +131,7 @@ def scale(a: Tensor, s: float, bias: float = 0.0) -> Tensor:
     return wrap(lib.ggml_scale(graph_context(a).ptr, a.ptr, float(s)), a)
 
 
-def _unary(fn_name: str):
+def _unary(fn_name: str) -> Callable[[Tensor], Tensor]:
     fn = getattr(lib, fn_name)
 
     def op(a: Tensor) -> Tensor:
@@ -236,7 +238,8 @@ def _contiguous(a: Tensor) -> Tensor:
 def mul_mat(a: Tensor, b: Tensor) -> Tensor:
     """ggml_mul_mat: for a of shape (..., M, K) and b of shape (..., N, K), returns b @ a^T of
     shape (..., N, M). a's batch dims must divide b's."""
-    check_tensor("a", a), check_tensor("b", b)
+    check_tensor("a", a)
+    check_tensor("b", b)
     na, nb = ne_of(a.shape), ne_of(b.shape)
     if na[0] != nb[0]:
         raise ValueError(f"mul_mat: the last axes must match, got {a.shape} and {b.shape}")
@@ -260,26 +263,26 @@ def reshape(a: Tensor, *shape: int) -> Tensor:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     n = lib.ggml_nelements(a.ptr)
-    shape = list(int(s) for s in shape)
-    if shape.count(-1) > 1 or any(s < -1 or s == 0 for s in shape):
-        raise ValueError(f"reshape: invalid shape {tuple(shape)}")
-    if -1 in shape:
+    dims = [int(s) for s in shape]
+    if dims.count(-1) > 1 or any(s < -1 or s == 0 for s in dims):
+        raise ValueError(f"reshape: invalid shape {tuple(dims)}")
+    if -1 in dims:
         known = 1
-        for s in shape:
+        for s in dims:
             known *= s if s != -1 else 1
         if n % known:
-            raise ValueError(f"reshape: cannot reshape {a.shape} into {tuple(shape)}")
-        shape[shape.index(-1)] = n // known
+            raise ValueError(f"reshape: cannot reshape {a.shape} into {tuple(dims)}")
+        dims[dims.index(-1)] = n // known
     total = 1
-    for s in shape:
+    for s in dims:
         total *= s
     if total != n:
-        raise ValueError(f"reshape: cannot reshape {a.shape} ({n} elements) into {tuple(shape)}")
+        raise ValueError(f"reshape: cannot reshape {a.shape} ({n} elements) into {tuple(dims)}")
     if not lib.ggml_is_contiguous(a.ptr):
         a = cont(a)
-    ne = ne_of(tuple(shape))
+    ne = ne_of(tuple(dims))
     ctx = graph_context(a).ptr
-    return wrap(lib.ggml_reshape_4d(ctx, a.ptr, ne[0], ne[1], ne[2], ne[3]), a, ndim=len(shape))
+    return wrap(lib.ggml_reshape_4d(ctx, a.ptr, ne[0], ne[1], ne[2], ne[3]), a, ndim=len(dims))
 
 
 def permute(a: Tensor, *axes: int) -> Tensor:
@@ -314,6 +317,26 @@ def cont(a: Tensor) -> Tensor:
     return wrap(lib.ggml_cont(graph_context(a).ptr, a.ptr), a)
 
 
+def embedding(ids: Tensor, table: Tensor) -> Tensor:
+    """Rows of ``table`` (vocab, dim) picked by the int32 ``ids`` (n, T): (n, T, dim).
+
+    GET_ROWS over the ids flattened to one axis: ggml's backward pass of GET_ROWS takes a 2-D table
+    and 1-D indices only. The ids get no gradient; the table gets the rows' gradients summed."""
+    check_tensor("ids", ids)
+    check_tensor("table", table)
+    if ids.ptr.type != lib.GGML_TYPE_I32 or ids.ndim != 2:
+        raise TypeError(f"embedding: ids must be an int32 (n, T) tensor, got a {ids.ndim}-D "
+                        f"{c_str(lib.ggml_type_name(ids.ptr.type))} tensor")
+    if table.ndim != 2:
+        raise ValueError(f"embedding: the table must be (vocab, dim), got shape {table.shape}")
+    n, steps = ids.shape
+    ctx = graph_context(ids, table).ptr
+    src = ids if lib.ggml_is_contiguous(ids.ptr) else cont(ids)
+    flat = wrap(lib.ggml_reshape_1d(ctx, src.ptr, n * steps), src, ndim=1)
+    rows = wrap(lib.ggml_get_rows(ctx, table.ptr, flat.ptr), flat, table, ndim=2)
+    return wrap(lib.ggml_reshape_3d(ctx, rows.ptr, table.shape[1], steps, n), rows, ndim=3)
+
+
 def columns(a: Tensor, start: int, stop: int) -> Tensor:
     """a[:, start:stop] of a (n, k) tensor, as a contiguous copy."""
     check_tensor("a", a)
@@ -335,7 +358,8 @@ def conv_2d(x: Tensor, kernel: Tensor, stride: int | Sequence[int] = 1, padding:
             dilation: int | Sequence[int] = 1) -> Tensor:
     """2-D convolution (im2col + mul_mat, differentiable): x (n, c_in, h, w), kernel
     (c_out, c_in, kh, kw) -> (n, c_out, h_out, w_out)."""
-    check_tensor("x", x), check_tensor("kernel", kernel)
+    check_tensor("x", x)
+    check_tensor("kernel", kernel)
     sh, sw = check_pair("stride", stride)
     ph, pw = check_pair("padding", padding, 0)
     dh, dw = check_pair("dilation", dilation)
@@ -365,9 +389,13 @@ def pool_2d(x: Tensor, kind: str, kernel_size: int | Sequence[int], stride: int 
     return wrap(lib.ggml_pool_2d(graph_context(x).ptr, x.ptr, ops[kind], kw, kh, sw, sh, float(pw), float(ph)), x, ndim=4)
 
 
-def new_input(ctx, shape: tuple[int, ...], name: str = "input") -> Tensor:
-    """A float32 tensor of numpy-order ``shape`` in context ``ctx`` (a core.Context)."""
+# The element types a graph input may have: float32 values, or int32 ids (token ids for an Embedding).
+INPUT_TYPES = {"float32": lib.GGML_TYPE_F32, "int32": lib.GGML_TYPE_I32}
+
+
+def new_input(ctx: Context, shape: tuple[int, ...], name: str = "input", dtype: str = "float32") -> Tensor:
+    """A tensor of numpy-order ``shape`` and ``dtype`` ("float32" or "int32") in context ``ctx``."""
     ne = ne_of(shape)
-    t = lib.ggml_new_tensor(ctx.ptr, lib.GGML_TYPE_F32, lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne))
+    t = lib.ggml_new_tensor(ctx.ptr, INPUT_TYPES[dtype], lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne))
     lib.ggml_set_name(t, name.encode())
     return Tensor(t, ctx, ctx, len(shape))

@@ -3,10 +3,22 @@ registers here, and a configuration ``{"class": name, "config": {...}}`` rebuild
 (``deserialize``) without per-type code in the file format."""
 from __future__ import annotations
 
-_CLASSES: dict[str, type] = {}
+from typing import Any, Protocol, TypeVar, overload
+
+_C = TypeVar("_C", bound=type)
+_T = TypeVar("_T")
+
+# type[Any]: each class has its own from_config, which the registry calls by name
+_CLASSES: dict[str, type[Any]] = {}
 
 
-def register(cls: type) -> type:
+class Configurable(Protocol):
+    """What ``serialize`` reads: a registered class's constructor arguments."""
+
+    def get_config(self) -> dict: ...
+
+
+def register(cls: _C) -> _C:
     """Class decorator: make ``cls`` (with ``get_config`` / ``from_config``) loadable by its name."""
     name = cls.__name__
     if _CLASSES.get(name, cls) is not cls:
@@ -15,12 +27,16 @@ def register(cls: type) -> type:
     return cls
 
 
-def serialize(obj) -> dict:
+def serialize(obj: Configurable) -> dict:
     """``obj``'s class name and configuration, JSON-ready."""
     return {"class": type(obj).__name__, "config": obj.get_config()}
 
 
-def deserialize(spec, base: type = object):
+@overload
+def deserialize(spec: object) -> Any: ...
+@overload
+def deserialize(spec: object, base: type[_T]) -> _T: ...
+def deserialize(spec: object, base: type[Any] = object) -> Any:
     """The object described by ``serialize``'s output; ValueError when it names no registered
     subclass of ``base`` or does not fit its constructor."""
     if not isinstance(spec, dict) or not isinstance(spec.get("class"), str) or not isinstance(spec.get("config"), dict):

@@ -1,8 +1,13 @@
 """``Sequential``: layers applied in order."""
 from __future__ import annotations
 
+from typing import Sequence
+
+import numpy as np
+
 from .layers import Layer
-from .network import Network
+from .network import Network, SummaryRow
+from .ops import Tensor
 from .registry import deserialize, serialize
 
 
@@ -10,13 +15,16 @@ class Sequential(Network):
     """Layers applied in order. Parameter names are ``<layer name>.<param>`` where a layer's name is
     its ``name`` argument or its index in the list (as in PyTorch: "0.weight", "2.bias")."""
 
-    def __init__(self, layers: list[Layer], input_shape=None) -> None:
+    def __init__(self, layers: Sequence[Layer], input_shape: Sequence[int] | None = None) -> None:
         super().__init__()
         if not isinstance(layers, (list, tuple)) or not layers:
             raise ValueError("Sequential needs a non-empty list of layers")
         for i, layer in enumerate(layers):
             if not isinstance(layer, Layer):
                 raise TypeError(f"layer {i} is a {type(layer).__name__}, not a pyggml_opt layer")
+        for i, layer in enumerate(layers[1:], 1):
+            if layer.input_dtype is not None:
+                raise ValueError(f"{type(layer).__name__} (layer {i}) takes ids and must be the model's first layer")
         names = [layer.name or str(i) for i, layer in enumerate(layers)]
         if len(set(names)) != len(names):
             raise ValueError(f"layer names must be unique, got {names}")
@@ -24,25 +32,34 @@ class Sequential(Network):
         if input_shape is not None:
             self.build(input_shape)
 
-    def _build_shapes(self, input_shape):
-        shapes, shape = {}, input_shape
+    @property
+    def input_dtype(self) -> str:
+        return self.layers[0].input_dtype or "float32"
+
+    def check_input(self, x: np.ndarray) -> None:
+        self.layers[0].check_input(x)
+
+    def _build_shapes(self, input_shape: tuple[int, ...]) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+        shapes: dict[str, tuple[int, ...]] = {}
+        shape = input_shape
         for name, layer in zip(self.layer_names, self.layers):
             shape = layer.output_shape(shape)
             shapes.update({f"{name}.{p}": s for p, s in layer.param_shapes.items()})
         return shapes, tuple(shape)
 
-    def _init_param(self, name, shape, rng):
+    def _init_param(self, name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         lname, pname = name.rsplit(".", 1)
         return self.layers[self.layer_names.index(lname)].init(pname, shape, rng)
 
-    def forward(self, x, params):
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         for name, layer in zip(self.layer_names, self.layers):
             x = layer.forward(x, {p: params[f"{name}.{p}"] for p in layer.param_shapes})
         return x
 
-    def _summary_rows(self) -> list[tuple[str, tuple, list[str]]]:
+    def _summary_rows(self) -> list[SummaryRow]:
         # The shapes are recomputed layer by layer: the network keeps only its input and output shapes.
-        rows = [("input", (None, *self.input_shape), [])]
+        assert self.input_shape is not None  # summary() checked that the model is built
+        rows: list[SummaryRow] = [("input", (None, *self.input_shape), [])]
         shape = self.input_shape
         for name, layer in zip(self.layer_names, self.layers):
             shape = layer.output_shape(shape)

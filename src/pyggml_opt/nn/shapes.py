@@ -16,7 +16,8 @@ def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation
 def conv2d_output_hw(hw: tuple[int, int], kernel: tuple[int, int], stride: tuple[int, int],
                      padding: tuple[int, int], dilation: tuple[int, int] = (1, 1)) -> tuple[int, int]:
     """(height, width) after a 2-D convolution; either < 1 when the kernel does not fit."""
-    return tuple(conv_output_size(*args) for args in zip(hw, kernel, stride, padding, dilation))
+    oh, ow = (conv_output_size(*args) for args in zip(hw, kernel, stride, padding, dilation))
+    return oh, ow
 
 
 def pool2d_output_hw(hw: tuple[int, int], window: tuple[int, int], stride: tuple[int, int],
@@ -24,4 +25,5 @@ def pool2d_output_hw(hw: tuple[int, int], window: tuple[int, int], stride: tuple
     """(height, width) after 2-D pooling; None when the window does not fit the padded input."""
     if any(s + 2 * p < k for s, k, p in zip(hw, window, padding)):
         return None
-    return tuple(conv_output_size(s, k, st, p) for s, k, st, p in zip(hw, window, stride, padding))
+    oh, ow = (conv_output_size(s, k, st, p) for s, k, st, p in zip(hw, window, stride, padding))
+    return oh, ow

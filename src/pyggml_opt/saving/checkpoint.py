@@ -16,6 +16,7 @@ gives the weights of an uninterrupted run.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,7 +58,8 @@ class Checkpoint:
     history: dict                     # {"epoch": [...], "history": {metric: [...]}}; empty if not saved
 
 
-def save_checkpoint(model: Network, path, epoch: int, state: OptimizerState, history: dict | None = None) -> None:
+def save_checkpoint(model: Network, path: str | os.PathLike[str], epoch: int, state: OptimizerState,
+                    history: dict | None = None) -> None:
     """Write model + optimizer state (+ the metrics so far) after ``epoch`` completed epochs."""
     for name in state.m:
         check_param_name(name, reserve=len(_MOMENT_PREFIX))
@@ -69,7 +71,7 @@ def save_checkpoint(model: Network, path, epoch: int, state: OptimizerState, his
     save(model, path, extra, tensors)
 
 
-def load_checkpoint(path, model: Network) -> Checkpoint:
+def load_checkpoint(path: str | os.PathLike[str], model: Network) -> Checkpoint:
     """The checkpoint at ``path``, written for ``model``'s architecture."""
     with GGUFFile.read(path) as f:
         epoch = f.get(PREFIX + "epoch")

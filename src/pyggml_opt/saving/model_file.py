@@ -21,7 +21,8 @@ from ..nn import Network, deserialize, serialize
 from .formats import GENERIC, FileFormat, format_named, format_of, known_architectures
 
 
-def save(model: Network, path, extra: dict | None = None, extra_tensors: dict | None = None) -> None:
+def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] | None = None,
+         extra_tensors: dict[str, np.ndarray] | None = None) -> None:
     """Write ``model`` to ``path`` (GGUF). The file is replaced atomically.
 
     ``extra`` (key -> str/int/float/bool) and ``extra_tensors`` (name -> array) are added as they are;
@@ -30,6 +31,7 @@ def save(model: Network, path, extra: dict | None = None, extra_tensors: dict | 
     if not isinstance(model, Network):
         raise TypeError(f"model must be a pyggml_opt model, got {type(model).__name__}")
     model.require_built()
+    assert model.input_shape is not None  # built
     fmt = format_of(model)
     spec = serialize(model)
     try:
@@ -50,7 +52,7 @@ def save(model: Network, path, extra: dict | None = None, extra_tensors: dict | 
         f.write(path)
 
 
-def load_weights(path, model: Network | None = None) -> dict[str, np.ndarray]:
+def load_weights(path: str | os.PathLike[str], model: Network | None = None) -> dict[str, np.ndarray]:
     """The tensors of a GGUF file as numpy arrays (shapes as ``model`` expects them, if given)."""
     with GGUFFile.read(path) as f:
         if model is None:
@@ -62,7 +64,7 @@ def read_weights(f: GGUFFile, model: Network) -> dict[str, np.ndarray]:
     """``model``'s parameters from an open file, checked (presence, shape, dtype, finite values)."""
     fmt = format_named(f.get("general.architecture", ""))
     names = f.tensor_names()
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for name, shape in model.param_shapes.items():
         if name not in names:
             raise ValueError(f"the file has no tensor {name!r} (it has {names})")
@@ -79,7 +81,7 @@ def read_weights(f: GGUFFile, model: Network) -> dict[str, np.ndarray]:
     return out
 
 
-def load(path) -> Network:
+def load(path: str | os.PathLike[str]) -> Network:
     """Rebuild a model saved by ``save``, or written by ggml's C++ tools in a registered layout."""
     path = os.fspath(path)
     with GGUFFile.read(path) as f:
@@ -115,7 +117,7 @@ def _from_config(path: str, f: GGUFFile) -> Network:
     return model
 
 
-def _upgrade(spec):
+def _upgrade(spec: object) -> object:
     """The configuration layout of files written before layers were registered by name (version 0.1:
     ``{"type": "Sequential", "layers": [{"class", "name", "config"}]}``) in today's layout."""
     if isinstance(spec, dict) and "type" in spec and "class" not in spec:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._lib import ffi
+from .._lib import CData, ffi
 from ..core import tensor_data
 
 
@@ -26,11 +26,11 @@ class BatchWriter:
     The numpy view of the tensor is made again only when ggml_opt_alloc moved the tensor (its data or
     buffer pointer changed), not for every batch."""
 
-    def __init__(self, t, shape: tuple[int, ...]):
+    def __init__(self, t: CData, shape: tuple[int, ...]) -> None:
         self.t = t
-        self.buf = np.empty(shape, tensor_data.np_dtype(t))
-        self._where = None
-        self._view = None
+        self.buf: np.ndarray = np.empty(shape, tensor_data.np_dtype(t))
+        self._where: tuple[int, int] | None = None
+        self._view: np.ndarray | None = None
 
     def _target(self) -> np.ndarray | None:
         where = (int(ffi.cast("uintptr_t", self.t.data)), int(ffi.cast("uintptr_t", self.t.buffer)))

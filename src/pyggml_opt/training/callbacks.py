@@ -7,17 +7,29 @@ While ``fit`` runs, each callback's ``trainer`` is the running fit loop (``loop.
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable
+import os
+from typing import Callable, Iterable, Protocol
+
+import numpy as np
 
 from ..checks import check_choice, check_int, check_number
 from ..nn import Network
-from ..saving import save, save_checkpoint
+from ..saving import OptimizerState, save, save_checkpoint
+from .optimizers import Optimizer
+
+
+class Trainer(Protocol):
+    """What callbacks see of the running fit (``loop.FitLoop``, which imports this module)."""
+
+    optimizer: Optimizer
+
+    def optimizer_state(self) -> OptimizerState: ...
 
 
 class Callback:
     """Hooks called by ``fit``. Set ``model.stop_training = True`` to stop after the current batch."""
 
-    trainer = None  # the running fit loop, set by CallbackList while fit runs
+    trainer: Trainer | None = None  # the running fit loop, set by CallbackList while fit runs
 
     def on_train_begin(self, model: Network) -> None: ...
     def on_epoch_begin(self, model: Network, epoch: int) -> None: ...
@@ -29,7 +41,7 @@ class Callback:
 class CallbackList:
     """Calls every callback's hook in the order given."""
 
-    def __init__(self, callbacks: Iterable[Callback], model: Network, trainer) -> None:
+    def __init__(self, callbacks: Iterable[Callback] | None, model: Network, trainer: Trainer | None) -> None:
         self.callbacks = list(callbacks or [])
         for cb in self.callbacks:
             if not isinstance(cb, Callback):
@@ -68,14 +80,15 @@ class CallbackList:
 class LambdaCallback(Callback):
     """Callback from plain functions: on_batch_end(model, batch, logs), on_epoch_end(model, epoch, logs)."""
 
-    def __init__(self, on_batch_end: Callable | None = None, on_epoch_end: Callable | None = None) -> None:
+    def __init__(self, on_batch_end: Callable[[Network, int, dict], object] | None = None,
+                 on_epoch_end: Callable[[Network, int, dict], object] | None = None) -> None:
         self._batch, self._epoch = on_batch_end, on_epoch_end
 
-    def on_batch_end(self, model, batch, logs):
+    def on_batch_end(self, model: Network, batch: int, logs: dict) -> None:
         if self._batch:
             self._batch(model, batch, logs)
 
-    def on_epoch_end(self, model, epoch, logs):
+    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
         if self._epoch:
             self._epoch(model, epoch, logs)
 
@@ -106,7 +119,7 @@ class MonitorCallback(Callback):
         self.best_epoch: int | None = None
         self.wait = 0
 
-    def on_train_begin(self, model):
+    def on_train_begin(self, model: Network) -> None:
         self.reset()
 
     def value(self, logs: dict) -> float:
@@ -145,9 +158,10 @@ class EarlyStopping(MonitorCallback):
 
     def reset(self) -> None:
         super().reset()
-        self.best_weights, self.stopped_epoch = None, None
+        self.best_weights: dict[str, np.ndarray] | None = None
+        self.stopped_epoch: int | None = None
 
-    def on_epoch_end(self, model, epoch, logs):
+    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
         if self.update(epoch, logs):
             if self.restore_best_weights:
                 self.best_weights = model.get_weights()
@@ -155,7 +169,7 @@ class EarlyStopping(MonitorCallback):
             self.stopped_epoch = epoch
             model.stop_training = True
 
-    def on_train_end(self, model):
+    def on_train_end(self, model: Network) -> None:
         if self.restore_best_weights and self.best_weights is not None:
             model.set_weights(self.best_weights)
 
@@ -166,16 +180,17 @@ class ModelCheckpoint(MonitorCallback):
     training checkpoint (``pyggml_opt.saving.checkpoint``): ``fit(..., resume_from=path)`` continues
     from it exactly; ``pgo.load`` reads it as a model."""
 
-    def __init__(self, path, monitor: str = "val_loss", save_best_only: bool = False, mode: str = "auto",
-                 save_optimizer: bool = True, min_delta: float = 0.0, baseline: float | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], monitor: str = "val_loss", save_best_only: bool = False,
+                 mode: str = "auto", save_optimizer: bool = True, min_delta: float = 0.0,
+                 baseline: float | None = None) -> None:
         super().__init__(monitor, mode, min_delta, baseline)
         self.path, self.save_best_only, self.save_optimizer = str(path), save_best_only, save_optimizer
         self.saved: list[str] = []
 
-    def on_train_begin(self, model):
+    def on_train_begin(self, model: Network) -> None:
         pass  # as Keras: the best value so far carries over to the next fit with this callback
 
-    def on_epoch_end(self, model, epoch, logs):
+    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
         if self.save_best_only and not self.update(epoch, logs):
             return
         path = self.path.format(epoch=epoch + 1)
@@ -200,13 +215,13 @@ class ReduceLROnPlateau(MonitorCallback):
         self.verbose = verbose
         self.cooldown_counter = 0
 
-    def on_train_begin(self, model):
+    def on_train_begin(self, model: Network) -> None:
         super().on_train_begin(model)
         self.cooldown_counter = 0
         if self.trainer is not None and self.trainer.optimizer.schedule is not None:
             raise ValueError("ReduceLROnPlateau needs a constant learning rate; this optimizer's lr is a schedule")
 
-    def on_epoch_end(self, model, epoch, logs):
+    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
         if self.cooldown_counter > 0:
             self.cooldown_counter -= 1
             self.wait = 0
@@ -216,6 +231,7 @@ class ReduceLROnPlateau(MonitorCallback):
         if improved or self.wait < max(self.patience, 1) or self.trainer is None:
             return
         optimizer = self.trainer.optimizer
+        assert optimizer.lr is not None  # on_train_begin refused a schedule
         if optimizer.lr > self.min_lr:
             old = optimizer.lr
             new = optimizer.scale_lr(self.factor, self.min_lr)

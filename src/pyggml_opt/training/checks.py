@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..checks import check_int, check_number
 from ..core import loss_type
 from ..nn import MAX_SAMPLE_AXES, Network
 
 
-def as_number_array(name: str, x) -> np.ndarray:
+def as_number_array(name: str, x: ArrayLike | None) -> np.ndarray:
     """``x`` as a numpy array of numbers (bool, int, unsigned or float)."""
     if x is None:
         raise ValueError(f"{name} is required")
@@ -25,9 +26,16 @@ def as_number_array(name: str, x) -> np.ndarray:
     return arr
 
 
-def check_x(model: Network, x, name: str = "x") -> np.ndarray:
-    """Samples (n, *input_shape) of finite numbers that fit float32."""
+def check_x(model: Network, x: ArrayLike, name: str = "x") -> np.ndarray:
+    """Samples (n, *input_shape): finite numbers that fit float32, or for a model that takes ids
+    (``input_dtype`` "int32", an Embedding first) integers the model accepts."""
     arr = as_number_array(name, x)
+    if model.input_dtype == "int32":
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"{name} must hold integer token ids for a model that starts with an Embedding, "
+                            f"got dtype {arr.dtype}")
+        if arr.ndim == 2 and arr.size:
+            model.check_input(arr)
     if arr.ndim < 2:
         raise ValueError(f"{name} must have a batch axis first: shape (n, features...), got {arr.shape}")
     if arr.shape[0] == 0:
@@ -45,13 +53,14 @@ def check_x(model: Network, x, name: str = "x") -> np.ndarray:
     return arr
 
 
-def check_loss(loss) -> str:
+def check_loss(loss: str) -> str:
     loss_type(loss)
     return loss
 
 
-def targets(model: Network, y, n: int, loss: str, name: str = "y") -> np.ndarray | None:
+def targets(model: Network, y: ArrayLike | None, n: int, loss: str, name: str = "y") -> np.ndarray | None:
     """Targets as float32 rows (n, n_out); None for the 'mean' and 'sum' losses (no labels)."""
+    assert model.output_shape is not None  # built by the caller
     n_out = model.output_shape[0]
     if loss in ("mean", "sum"):
         return None
@@ -82,7 +91,8 @@ def targets(model: Network, y, n: int, loss: str, name: str = "y") -> np.ndarray
     return arr
 
 
-def sample_weights(sample_weight, class_weight, t: np.ndarray | None, n: int, loss: str) -> np.ndarray | None:
+def sample_weights(sample_weight: ArrayLike | None, class_weight: dict | None, t: np.ndarray | None,
+                   n: int, loss: str) -> np.ndarray | None:
     """Per-sample weights (n,) as float64 from fit's ``sample_weight`` (n,) numbers >= 0 and
     ``class_weight`` ({class id: weight}, classes not named weigh 1; cross_entropy only); None when
     neither is given."""
@@ -103,6 +113,7 @@ def sample_weights(sample_weight, class_weight, t: np.ndarray | None, n: int, lo
             raise ValueError("class_weight needs loss='cross_entropy'")
         if not isinstance(class_weight, dict):
             raise TypeError(f"class_weight must be a dict {{class id: weight}}, got {type(class_weight).__name__}")
+        assert t is not None  # cross_entropy has targets
         n_out = t.shape[1]
         table = np.ones(n_out)
         for c, cw in class_weight.items():
@@ -116,7 +127,7 @@ def sample_weights(sample_weight, class_weight, t: np.ndarray | None, n: int, lo
     return w
 
 
-def check_shuffle(shuffle, batch_size: int) -> int:
+def check_shuffle(shuffle: bool | int | str, batch_size: int) -> int:
     """fit's ``shuffle`` as the length of the runs of consecutive samples it shuffles (0: none)."""
     if isinstance(shuffle, (bool, np.bool_)):
         return int(shuffle)
@@ -129,12 +140,12 @@ def check_shuffle(shuffle, batch_size: int) -> int:
     return int(shuffle)
 
 
-def check_seed(seed) -> int | None:
+def check_seed(seed: int | None) -> int | None:
     """None or an int >= 0."""
     return None if seed is None else check_int("seed", seed, 0)
 
 
-def check_batch_sizes(batch_size, physical_batch_size) -> tuple[int, int]:
+def check_batch_sizes(batch_size: int, physical_batch_size: int | None) -> tuple[int, int]:
     """(batch_size, physical_batch_size); the physical size divides the logical one."""
     batch_size = check_int("batch_size", batch_size)
     physical = check_int("physical_batch_size", batch_size if physical_batch_size is None else physical_batch_size)
@@ -152,14 +163,14 @@ def clamp_batch_sizes(batch_size: int, physical: int, n: int) -> tuple[int, int]
     return n, physical if n % physical == 0 else n
 
 
-def check_validation_split(validation_split, validation_data) -> float:
+def check_validation_split(validation_split: float, validation_data: object) -> float:
     validation_split = check_number("validation_split", validation_split, 0.0, 1.0, hi_open=True)
     if validation_split and validation_data is not None:
         raise ValueError("give validation_split or validation_data, not both")
     return validation_split
 
 
-def check_validation_data(model: Network, validation_data, loss: str):
+def check_validation_data(model: Network, validation_data: object, loss: str) -> tuple[np.ndarray, np.ndarray | None]:
     """(x_val, targets) from ``validation_data=(x_val, y_val)``."""
     if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
         raise ValueError("validation_data must be a pair (x_val, y_val)")
@@ -167,6 +178,6 @@ def check_validation_data(model: Network, validation_data, loss: str):
     return xv, targets(model, validation_data[1], xv.shape[0], loss, "validation_data[1]")
 
 
-def check_verbose(verbose) -> int:
+def check_verbose(verbose: int) -> int:
     """0 (silent), 1 (progress bar) or 2 (one line per epoch)."""
     return check_int("verbose", verbose, 0, 2)

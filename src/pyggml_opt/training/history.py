@@ -92,7 +92,7 @@ class History:
             axes = list(np.ravel(np.asarray(axes, dtype=object)))
             if len(axes) != len(series):
                 raise ValueError(f"got {len(axes)} axes for {len(series)} metrics to plot: {list(series)}")
-            fig = axes[0].figure
+            fig = axes[0].figure.figure  # the top-level Figure, also for an Axes in a SubFigure
         x = [e + 1 for e in self.epoch]  # numbered from 1, as fit's progress lines are
         for ax, (name, drawn) in zip(axes, series.items()):
             for label, key, style in drawn:

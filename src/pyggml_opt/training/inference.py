@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..checks import check_int
 from ..core import OptContext, Scheduler
 from ..nn import ForwardGraph, Network, ParamStore, check_network
 from .checks import check_loss, check_x, targets
 from .metrics import loss_and_accuracy, softmax
-from .session import SESSION, device_of, exclusive_use, session_for
+from .session import SESSION, Session, device_of, exclusive_use, session_for
 
 
 class Inference:
@@ -46,26 +47,27 @@ def forward(network: Network, x: np.ndarray, batch_size: int, backend: str | Non
     """Raw outputs (n, n_out) of ``network`` for checked samples ``x``, on ``backend`` (default: the
     network's own). The caller holds the network's lock."""
     device = device_of(network, backend)
-    current = network.attachment(SESSION)
+    current: Session | None = network.attachment(SESSION)
     if network.busy is not None and current is not None and device != current.device:
         # from a callback of fit: another backend would move the parameters fit is using
         raise ValueError(f"predict / evaluate during fit must use fit's backend {current.device!r}, got {backend!r}")
     s = session_for(network, backend, n_threads)
     if s.inference is None:
         s.inference = Inference(s.scheduler)
+    inference = s.inference
     store = network.params_on(s.scheduler.main)
     try:
-        return forward_all(x, batch_size, lambda xb: s.inference.run(network, store, xb))
+        return forward_all(x, batch_size, lambda xb: inference.run(network, store, xb))
     except BaseException:
         # interrupted between ggml_opt_alloc and ggml_opt_eval (Ctrl+C), the context would abort on
         # its next alloc: start the next call with a fresh one
-        s.inference.close()
+        inference.close()
         s.inference = None
         raise
 
 
-def predict(model: Network, x, *, batch_size: int = 256, logits: bool | None = None, backend: str | None = None,
-            n_threads: int | None = None) -> np.ndarray:
+def predict(model: Network, x: ArrayLike, *, batch_size: int = 256, logits: bool | None = None,
+            backend: str | None = None, n_threads: int | None = None) -> np.ndarray:
     """Model outputs for every sample of ``x`` (any n), shape (n, n_out).
 
     For a model trained with (or loaded as) a cross-entropy classifier the outputs are logits and
@@ -82,8 +84,9 @@ def predict(model: Network, x, *, batch_size: int = 256, logits: bool | None = N
     return softmax(out) if as_probs else out
 
 
-def evaluate(model: Network, x, y=None, *, loss: str | None = None, batch_size: int = 256,
-             backend: str | None = None, n_threads: int | None = None, return_uncertainty: bool = False):
+def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: str | None = None,
+             batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
+             return_uncertainty: bool = False) -> tuple[float, ...]:
     """(loss, accuracy) of ``model`` on ``x``, ``y``; accuracy is a fraction, NaN unless the loss is
     cross_entropy. ``loss`` defaults to the one the model was trained with. With
     ``return_uncertainty`` returns (loss, loss_unc, accuracy, accuracy_unc)."""

@@ -19,10 +19,12 @@ Ctrl+C stops within one batch: the model keeps the weights of the last completed
 """
 from __future__ import annotations
 
+import os
 import time
-from typing import Iterable
+from typing import Iterable, Optional
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..checks import check_choice, check_int
 from ..nn import Network, check_network
@@ -45,6 +47,9 @@ from .session import TrainingSession, exclusive_use, session_for
 # most this much (each batch then copies contiguous rows).
 EPOCH_LABELS_MAX_BYTES = 32 << 20
 
+# Validation samples and their targets (None for the losses without labels).
+Validation = tuple[np.ndarray, Optional[np.ndarray]]
+
 
 class FitLoop:
     """The state of one ``fit`` run: its session, data, optimizer and progress, and the loop itself.
@@ -52,8 +57,8 @@ class FitLoop:
     Callbacks see it as ``callback.trainer`` (``optimizer``, ``optimizer_state()``)."""
 
     def __init__(self, model: Network, train: TrainingSession, optimizer: Optimizer, *, epochs: int,
-                 batch_size: int, physical: int, run: int, seed: int | None, validation, loss: str,
-                 callbacks: CallbackList, verbose: int) -> None:
+                 batch_size: int, physical: int, run: int, seed: int | None, validation: Validation | None,
+                 loss: str, callbacks: CallbackList, verbose: int) -> None:
         self.model, self.train, self.optimizer = model, train, optimizer
         self.epochs, self.physical, self.run, self.validation, self.loss = epochs, physical, run, validation, loss
         self.n_train, self.batch_size = train.dataset.ndata, batch_size
@@ -107,12 +112,15 @@ class FitLoop:
         # Once per epoch rather than per batch: the row numbers as the in-graph gather reads them,
         # and small labels in batch order, so that each batch copies contiguous rows.
         rows = order.astype(np.int32) if train.gathers_in_graph else None
+        assert train.dataset.data is not None  # open while fit runs
         labels = None
         if train.weighted:  # always per epoch: the weights are divided by their sum over each step
+            assert train.dataset.labels is not None  # the weights ride in the label rows
             labels = np.take(train.dataset.labels, order, axis=0)
             labels[:, -1] = step_weights(labels[:, -1], self.batch_size)
         elif train.y_writer is not None and train.labels_per_epoch and \
                 order.size * train.y_writer.buf.shape[1] * 4 <= EPOCH_LABELS_MAX_BYTES:
+            assert train.dataset.labels is not None  # a label tensor comes with label rows
             labels = np.take(train.dataset.labels, order, axis=0)
         train.result.reset()
         if self.host_accuracy is not None:
@@ -125,11 +133,14 @@ class FitLoop:
             else:
                 train.x_writer.gather(train.dataset.data, order[b])
             if labels is not None:
+                assert train.y_writer is not None  # labels come with a label tensor
                 train.y_writer.copy(labels[b])
             elif train.y_writer is not None:
+                assert train.dataset.labels is not None  # a label tensor comes with label rows
                 train.y_writer.gather(train.dataset.labels, order[b])
             train.opt_ctx.eval(train.result)
             if self.host_accuracy is not None:
+                assert labels is not None  # weighted losses put their labels in batch order
                 self.host_accuracy.add(train.graph.output(), labels[b, :-1])
             if self.callbacks or self.progress.verbose == 1:
                 logs = result_logs(train.result, self.host_accuracy)
@@ -148,12 +159,14 @@ class FitLoop:
         return logs
 
 
-def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, physical_batch_size: int | None = None,
-        validation_split: float = 0.0, validation_data=None, loss: str = "cross_entropy",
+def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int = 1, batch_size: int = 32,
+        physical_batch_size: int | None = None, validation_split: float = 0.0,
+        validation_data: tuple[ArrayLike, ArrayLike | None] | None = None, loss: str = "cross_entropy",
         optimizer: Optimizer | str = "adamw", shuffle: bool | int | str = True, seed: int | None = 0,
         backend: str | None = None, n_threads: int | None = None, verbose: int = 1,
-        callbacks: Iterable[Callback] = (), resume_from=None, gather: str = "auto", sample_weight=None,
-        class_weight: dict | None = None, optimizer_state: OptimizerState | None = None) -> History:
+        callbacks: Iterable[Callback] = (), resume_from: str | os.PathLike[str] | None = None, gather: str = "auto",
+        sample_weight: ArrayLike | None = None, class_weight: dict | None = None,
+        optimizer_state: OptimizerState | None = None) -> History:
     """Train ``model`` on numpy data with ggml-opt.
 
     x: (n, *input_shape) numbers (float64 and ints are converted to float32).
@@ -197,7 +210,7 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
     run = check_shuffle(shuffle, batch_size)
     seed = check_seed(seed)
     opt = get_optimizer(optimizer)
-    callbacks = CallbackList(callbacks, model, None)  # the loop becomes their trainer
+    callback_list = CallbackList(callbacks, model, None)  # the loop becomes their trainer
     gather = check_choice("gather", gather, ("auto", "graph", "host"))
     if resume_from is not None and optimizer_state is not None:
         raise ValueError("give resume_from or optimizer_state, not both")
@@ -232,7 +245,7 @@ def fit(model: Network, x, y=None, *, epochs: int = 1, batch_size: int = 32, phy
                                            loss, opt, batch_size, physical, gather,
                                            weights[:n_train] if weights is not None else None)
             loop = FitLoop(model, train, opt, epochs=epochs, batch_size=batch_size, physical=physical, run=run,
-                           seed=seed, validation=validation, loss=loss, callbacks=callbacks, verbose=verbose)
+                           seed=seed, validation=validation, loss=loss, callbacks=callback_list, verbose=verbose)
             if checkpoint is not None:
                 loop.resume(checkpoint)
             elif optimizer_state is not None:

@@ -68,6 +68,7 @@ def loss_and_accuracy(outputs: np.ndarray, targets: np.ndarray | None, loss: str
     """(loss, loss_unc, accuracy, accuracy_unc) over samples, as ggml-opt defines them."""
     n = outputs.shape[0]
     if loss == "cross_entropy":
+        assert targets is not None  # None only for the losses without labels
         per = -(targets * log_softmax(outputs)).sum(axis=1)
         acc, acc_unc = accuracy_of(int((outputs.argmax(axis=1) == targets.argmax(axis=1)).sum()), n)
     elif loss == "mse":

@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from typing import Callable, Union
 
-from .._lib import ffi, lib
+from .._lib import CData, ffi, lib
 from ..checks import check_number
 
 LearningRate = Union[float, Callable[[int], float]]
 
 
-def _check_lr(name: str, value) -> float:
+def _check_lr(name: str, value: object) -> float:
     """A learning rate: > 0 and still > 0 and finite as the float32 ggml-opt receives (a smaller value
     becomes 0.0 there, and ggml-opt aborts on alpha <= 0)."""
     v = check_number(name, value, 0.0, math.inf, lo_open=True)
@@ -31,6 +31,8 @@ class Optimizer:
 
     type: int
     name: str
+    schedule: Callable[[int], float] | None
+    lr: float | None  # None with a schedule
 
     def __init__(self, lr: LearningRate, weight_decay: float) -> None:
         if callable(lr):
@@ -40,11 +42,12 @@ class Optimizer:
         self.weight_decay = check_number("weight_decay", weight_decay, 0.0, 1.0)
         self.step = 0
         self._pending: BaseException | None = None
-        self._last_lr = self.lr if self.lr is not None else None
+        self._last_lr: float | None = self.lr if self.lr is not None else None
 
     def current_lr(self) -> float:
         """The learning rate for the next optimizer step (evaluates the schedule)."""
         if self.schedule is None:
+            assert self.lr is not None  # set whenever there is no schedule
             return self.lr
         try:
             value = self.schedule(self.step)
@@ -52,7 +55,7 @@ class Optimizer:
             raise ValueError(f"learning-rate schedule failed at step {self.step}: {exc!r}") from exc
         return _check_lr(f"learning rate from the schedule at step {self.step}", value)
 
-    def c_params(self):
+    def c_params(self) -> CData:
         """``struct ggml_opt_optimizer_params`` for this step; never raises (called from C)."""
         try:
             lr = self.current_lr()
@@ -65,7 +68,7 @@ class Optimizer:
         self._fill(p, lr)
         return p[0]
 
-    def fallback_params(self):
+    def fallback_params(self) -> CData:
         """The struct of ``c_params`` with the last valid learning rate, evaluating nothing."""
         p = ffi.new("struct ggml_opt_optimizer_params *")
         self._fill(p, self._last_lr if self._last_lr else 1e-30)
@@ -87,7 +90,7 @@ class Optimizer:
             exc, self._pending = self._pending, None
             raise exc
 
-    def _fill(self, p, lr: float) -> None:
+    def _fill(self, p: CData, lr: float) -> None:
         raise NotImplementedError
 
     def scale_lr(self, factor: float, min_lr: float = 0.0) -> float:
@@ -96,6 +99,7 @@ class Optimizer:
         if self.schedule is not None:
             raise ValueError("this optimizer's learning rate is a schedule (a callable), which cannot be "
                              "scaled; use a constant lr with ReduceLROnPlateau")
+        assert self.lr is not None  # set whenever there is no schedule
         self.lr = _check_lr("lr", max(self.lr * factor, min_lr))
         return self.lr
 
@@ -117,7 +121,7 @@ class AdamW(Optimizer):
         self.beta2 = check_number("beta2", beta2, 0.0, 1.0, hi_open=True, why=why)
         self.eps = check_number("eps", eps, 0.0, math.inf)
 
-    def _fill(self, p, lr: float) -> None:
+    def _fill(self, p: CData, lr: float) -> None:
         p.adamw.alpha, p.adamw.beta1, p.adamw.beta2 = lr, self.beta1, self.beta2
         p.adamw.eps, p.adamw.wd = self.eps, self.weight_decay
 
@@ -134,14 +138,14 @@ class SGD(Optimizer):
     def __init__(self, lr: LearningRate = 1e-3, weight_decay: float = 0.0) -> None:
         super().__init__(lr, weight_decay)
 
-    def _fill(self, p, lr: float) -> None:
+    def _fill(self, p: CData, lr: float) -> None:
         p.sgd.alpha, p.sgd.wd = lr, self.weight_decay
 
     def __repr__(self) -> str:
         return f"SGD(lr={self.schedule or self.lr}, weight_decay={self.weight_decay})"
 
 
-def get(optimizer) -> Optimizer:
+def get(optimizer: Optimizer | str) -> Optimizer:
     """An Optimizer from an instance or a name ("adamw", "sgd")."""
     if isinstance(optimizer, Optimizer):
         return optimizer

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from typing import TextIO
 
 
 def _fmt(logs: dict, prefix: str = "") -> str:
@@ -24,7 +25,7 @@ class Progress:
     line with "\\r", which only a terminal shows as such: to a file or pipe it writes one line per
     epoch, as verbose=2 does (as Keras does)."""
 
-    def __init__(self, verbose: int, epochs: int, nbatches: int, stream=None) -> None:
+    def __init__(self, verbose: int, epochs: int, nbatches: int, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         interactive = getattr(self.stream, "isatty", lambda: False)()
         self.verbose = 2 if verbose == 1 and not interactive else verbose

@@ -5,19 +5,28 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator, Protocol
 
 import numpy as np
 
-from .._lib import c_str, ffi, lib
+from .._lib import CData, c_str, ffi, lib
 from ..core import Dataset, OptContext, Result, Scheduler, find_device
 from ..core import tensor_data
-from ..nn import ForwardGraph, Network, check_backward
+from ..nn import ForwardGraph, Network, ParamStore, Tensor, check_backward
+from ..nn.ops import INPUT_TYPES
 from ..saving import OptimizerState
 from .batching import BatchWriter
 from .losses import weighted_loss
 from .optimizers import Optimizer
 
 SESSION = "session"  # the key of a network's Session among its attachments
+
+
+class CachedInference(Protocol):
+    """What a session keeps for predict / evaluate (``inference.Inference``, which imports this module)."""
+
+    def run(self, network: Network, store: ParamStore, xb: np.ndarray) -> np.ndarray: ...
+    def close(self) -> None: ...
 
 
 class Session:
@@ -27,7 +36,7 @@ class Session:
     def __init__(self, device: str, n_threads: int | None) -> None:
         self.scheduler = Scheduler.for_device(device, n_threads)
         self.device = self.scheduler.main.device_name
-        self.inference = None  # inference.Inference, made on first use
+        self.inference: CachedInference | None = None  # made on first use
 
     def set_n_threads(self, n_threads: int) -> None:
         for b in self.scheduler.backends:
@@ -50,18 +59,20 @@ def device_of(network: Network, backend: str | None) -> str:
 def session_for(network: Network, backend: str | None, n_threads: int | None) -> Session:
     """The network's session on ``backend`` (made, replacing one on another backend, if needed)."""
     device = device_of(network, backend)
-    s = network.attachment(SESSION)
+    s: Session | None = network.attachment(SESSION)
     if s is None or s.device != device:
         s = Session(device, n_threads)
         network.attach(SESSION, s)
     elif n_threads is not None:
         s.set_n_threads(n_threads)
+    for b in s.scheduler.backends:
+        b.wake()
     network.backend = device
     return s
 
 
 @contextmanager
-def exclusive_use(network: Network):
+def exclusive_use(network: Network) -> Iterator[Network]:
     """Hold the network's lock for one call; another thread's call is refused, not queued (ggml's
     contexts are not thread-safe). Re-entrant for callbacks that run inside fit's thread."""
     if not network.lock.acquire(blocking=False):
@@ -69,6 +80,10 @@ def exclusive_use(network: Network):
     try:
         yield network
     finally:
+        s: Session | None = network.attachment(SESSION)
+        if s is not None and network.busy is None:  # not a predict from a callback inside fit
+            for b in s.scheduler.backends:
+                b.rest()
         network.lock.release()
 
 
@@ -99,15 +114,20 @@ class TrainingSession:
         """Write the training samples into a ggml dataset (the one copy of the user's data), then build
         the training graph and the ggml-opt context for ``physical`` samples per evaluation. ``gather``:
         "graph", "host" or "auto" (see ``fit``). ``weights``: one per sample, for a weighted loss."""
+        assert network.input_shape is not None and network.output_shape is not None  # built by fit
         n, ne_x = x.shape[0], int(np.prod(network.input_shape))
         n_out = network.output_shape[0]
         weighted = weights is not None
         width = n_out + weighted
-        dataset = Dataset(ne_x, width if targets is not None else 0, n)
+        dataset = Dataset(ne_x, width if targets is not None else 0, n,
+                          data_type=INPUT_TYPES[network.input_dtype])
+        assert dataset.data is not None  # open
         dataset.data[...] = x.reshape(n, ne_x)
         if targets is not None:
+            assert dataset.labels is not None  # made with label rows for the targets
             dataset.labels[:, :n_out] = targets
         if weighted:
+            assert dataset.labels is not None  # weights come with targets
             dataset.labels[:, n_out] = weights
         main = session.scheduler.main
         if gather == "graph" and not main.is_cpu:
@@ -119,6 +139,7 @@ class TrainingSession:
                              labels_width=width if weighted else None)
         outputs = graph.outputs
         if weighted:
+            assert graph.labels is not None  # made for labels_width
             outputs = weighted_loss(graph.out, graph.labels, loss).ptr
         store.mark_trainable()
         check_backward(outputs)
@@ -127,6 +148,7 @@ class TrainingSession:
                              static=(graph.ctx_compute, graph.inputs, outputs),
                              opt_period=batch_size // physical, keep_alive=(graph, dataset))
         if weighted:
+            assert graph.labels is not None  # made for labels_width
             labels = graph.labels.ptr
         else:
             labels = opt_ctx.labels if targets is not None else None
@@ -163,7 +185,7 @@ class TrainingSession:
         lib.ggml_opt_set_iter(self.opt_ctx.ptr, state.iter)
         optimizer.step = state.step
 
-    def _moments(self, t):
+    def _moments(self, t: Tensor) -> tuple[CData, CData]:
         return lib.ggml_opt_grad_m(self.opt_ctx.ptr, t.ptr), lib.ggml_opt_grad_v(self.opt_ctx.ptr, t.ptr)
 
     def close(self) -> None:

@@ -1,0 +1,117 @@
+"""``ThreadPool``: the CPU backend's worker threads, kept from one graph to the next.
+
+Without a pool of its own, ggml's CPU backend starts and joins its worker threads for every graph it
+computes; a training step of a small model is then mostly thread start-up (a small MLP fit + predict
+on 2 threads: 29-41 ms without a pool, 13 ms with one; benchmarks/CPU_SPEED.md). A pool's workers poll
+for the next graph for a while (``POLL``), yielding their core between checks
+(vendor/patches/0011), then sleep until woken. At the end of each fit / predict / evaluate the pool is
+put to sleep at once (``rest``): a pool left polling while another model computes would compete with
+it for the cores (a small fit took 14 or 155 ms depending on whether the last model's pool was
+still polling).
+
+``PYGGML_OPT_THREAD_POOL=0`` in the environment turns pools off (threads started per graph, as ggml
+does by default), for comparisons (benchmarks/bench_contention.py).
+
+A forked child has none of its parent's threads: ``os.register_at_fork`` makes every backend forget its
+pool in the child (the pool's memory is left alone: freeing it would wait for threads that do not exist
+there), and the child's graphs run as without a pool.
+"""
+from __future__ import annotations
+
+import os
+import weakref
+
+from .._lib import CData, cpu_proc, ffi, lib
+from .handle import Handle
+
+# ggml's polling level: workers check for the next graph 131072 * POLL times before they sleep.
+# 0 (sleep at once) made each graph wait for its workers to wake: no faster than no pool at all.
+POLL = 1
+
+_NEW = "struct ggml_threadpool * (*)(struct ggml_threadpool_params *)"
+_FREE = "void (*)(struct ggml_threadpool *)"
+_SET = "void (*)(ggml_backend_t, struct ggml_threadpool *)"
+
+
+class ThreadPool(Handle):
+    """Owns a ``ggml_threadpool`` of ``n_threads`` (the calling thread is one of them)."""
+
+    _kind = "thread pool"
+
+    def __init__(self, n_threads: int) -> None:
+        new, free = cpu_proc("ggml_threadpool_new", _NEW), cpu_proc("ggml_threadpool_free", _FREE)
+        if new is None or free is None:
+            raise RuntimeError("this build's CPU backend has no thread pools")
+        params = ffi.new("struct ggml_threadpool_params *", lib.ggml_threadpool_params_default(n_threads))
+        params.poll = POLL
+        super().__init__(new(params), free)
+        self.n_threads = n_threads
+
+
+class PoolSlot:
+    """The pool a CPU backend uses, replaced when its thread count changes. ``backend_ptr`` is the
+    ``ggml_backend_t``; the slot must be closed before the backend is freed."""
+
+    def __init__(self, backend_ptr: CData) -> None:
+        self.backend_ptr = backend_ptr
+        self.pool: ThreadPool | None = None
+        self.resting = False  # the pool is detached (paused: its workers sleep) until wake()
+        _slots.add(self)
+
+    def rest(self) -> None:
+        """Put the pool's workers to sleep now, instead of letting them poll for a next graph that is
+        not coming (the end of a fit or a predict): detaching a pool pauses it."""
+        if self.pool is not None and not self.resting:
+            self._set(ffi.NULL)
+            self.resting = True
+
+    def wake(self) -> None:
+        """Attach the pool again (its workers wake with the next graph)."""
+        if self.pool is not None and self.resting:
+            self._set(self.pool.ptr)
+            self.resting = False
+
+    def _set(self, pool_ptr: CData) -> None:
+        set_pool = cpu_proc("ggml_backend_cpu_set_threadpool", _SET)
+        if set_pool is not None:
+            set_pool(self.backend_ptr, pool_ptr)
+
+    def use(self, n_threads: int) -> None:
+        """Run the backend's graphs on a pool of ``n_threads`` (none for one thread, or with pools off)."""
+        if os.environ.get("PYGGML_OPT_THREAD_POOL", "1") == "0":
+            n_threads = 1
+        if (self.pool.n_threads if self.pool is not None else 1) == n_threads:
+            self.wake()
+            return
+        if cpu_proc("ggml_backend_cpu_set_threadpool", _SET) is None:
+            return
+        old = self.pool
+        self.pool = ThreadPool(n_threads) if n_threads > 1 else None
+        self._set(self.pool.ptr if self.pool is not None else ffi.NULL)
+        self.resting = False
+        if old is not None:
+            old.close()
+
+    def close(self) -> None:
+        """Detach and free the pool (before the backend itself is freed)."""
+        self.use(1)
+        _slots.discard(self)
+
+    def _forget(self) -> None:
+        # in a forked child: the pool's threads are gone; never free it, never use it again
+        if self.pool is not None:
+            self._set(ffi.NULL)
+            self.pool.abandon()
+            self.pool = None
+
+
+_slots: "weakref.WeakSet[PoolSlot]" = weakref.WeakSet()
+
+
+def _forget_pools_after_fork() -> None:
+    for slot in list(_slots):
+        slot._forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_after_fork)

@@ -1,0 +1,107 @@
+"""Text as token ids: a character tokenizer, and Debian's fortunes as a real text corpus.
+
+``CharTokenizer`` maps each character of a training text to an id (0 is padding, 1 stands for a
+character the tokenizer has not seen), so that a model starting with ``layers.Embedding`` can take
+``encode(texts, length)``. ``load_fortunes`` reads the fortune files that Debian's ``fortunes``
+package installs in ``/usr/share/games/fortunes/`` (text files of quotations separated by lines
+holding ``%``); nothing is downloaded.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+DEBIAN_FORTUNES_DIR = Path("/usr/share/games/fortunes")
+
+PAD, UNKNOWN = 0, 1  # the ids every CharTokenizer reserves
+
+
+class CharTokenizer:
+    """Characters <-> int ids. ``CharTokenizer.fit(texts)`` takes every character of ``texts`` (sorted,
+    so the same texts give the same ids); ids 0 and 1 are padding and unknown characters."""
+
+    def __init__(self, chars: str) -> None:
+        if len(set(chars)) != len(chars):
+            raise ValueError("chars must not repeat a character")
+        self.chars = chars
+        self._ids = {c: i + 2 for i, c in enumerate(chars)}
+
+    @classmethod
+    def fit(cls, texts: Iterable[str]) -> "CharTokenizer":
+        """A tokenizer for every character that occurs in ``texts``."""
+        seen: set[str] = set()
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"texts must be strings, got {type(t).__name__}")
+            seen.update(t)
+        return cls("".join(sorted(seen)))
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, padding and unknown included: an Embedding's ``num_embeddings``."""
+        return len(self.chars) + 2
+
+    def encode(self, texts: Sequence[str], length: int) -> np.ndarray:
+        """(len(texts), length) int32 ids: each text's first ``length`` characters, padded with 0."""
+        if isinstance(texts, str):
+            raise TypeError("encode takes a sequence of texts; wrap a single text in a list")
+        if not isinstance(length, (int, np.integer)) or length < 1:
+            raise ValueError(f"length must be a positive int, got {length!r}")
+        out = np.zeros((len(texts), int(length)), np.int32)
+        for row, t in enumerate(texts):
+            ids = [self._ids.get(c, UNKNOWN) for c in t[:length]]
+            out[row, :len(ids)] = ids
+        return out
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids``; padding is dropped, unknown characters read as U+FFFD."""
+        out = []
+        for i in ids:
+            i = int(i)
+            if not 0 <= i < self.vocab_size:
+                raise ValueError(f"id {i} is outside this tokenizer's [0, {self.vocab_size})")
+            if i >= 2:
+                out.append(self.chars[i - 2])
+            elif i == UNKNOWN:
+                out.append("\ufffd")
+        return "".join(out)
+
+    def get_config(self) -> dict:
+        """JSON-ready: what ``from_config`` needs."""
+        return {"chars": self.chars}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "CharTokenizer":
+        return cls(config["chars"])
+
+
+def fortune_categories(path: str | Path = DEBIAN_FORTUNES_DIR) -> list[str]:
+    """The fortune files in ``path`` (those that have the ``.dat`` index the package ships beside them)."""
+    folder = Path(path)
+    return sorted(p.stem for p in folder.glob("*.dat") if (folder / p.stem).is_file())
+
+
+def load_fortunes(categories: Sequence[str] | None = None,
+                  path: str | Path = DEBIAN_FORTUNES_DIR) -> tuple[list[str], np.ndarray, list[str]]:
+    """(texts, labels, names): every fortune of the ``categories`` files (default: all), its label the
+    index of its file in ``names``. FileNotFoundError naming the Debian package when it is missing."""
+    folder = Path(path)
+    names = list(categories) if categories is not None else fortune_categories(folder)
+    if not names:
+        raise FileNotFoundError(f"no fortune files in {folder}: install Debian's fortunes package "
+                                "(apt-get install fortunes)")
+    texts: list[str] = []
+    labels: list[int] = []
+    for label, name in enumerate(names):
+        file = folder / name
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} does not exist: install Debian's fortunes package (apt-get install "
+                                    f"fortunes); categories there: {fortune_categories(folder)}")
+        for block in file.read_text(encoding="utf-8", errors="replace").split("\n%\n"):
+            block = block.strip("%\n")
+            if block.strip():
+                texts.append(block)
+                labels.append(label)
+    return texts, np.asarray(labels, np.int64), names

@@ -1,0 +1,72 @@
+"""The CPU backend's persistent thread pool (core/threadpool.py): results do not depend on it, it is
+replaced when the thread count changes, freed with its model, and a forked child runs without it."""
+import multiprocessing as mp
+import os
+
+import numpy as np
+import pytest
+
+from support import X, Y, mlp, same_weights
+
+
+def os_threads() -> int:
+    """Threads of this process as the kernel counts them (ggml's workers are not Python threads)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def train(n_threads: int) -> dict:
+    m = mlp()
+    m.fit(X, Y, epochs=3, batch_size=8, shuffle=False, verbose=0, n_threads=n_threads)
+    return m.get_weights()
+
+
+def test_results_do_not_depend_on_the_threads():
+    # each op splits its rows among the threads without changing any sum's order: bit-identical
+    assert same_weights(train(1), train(2))
+    assert same_weights(train(2), train(3))
+
+
+def test_changing_the_thread_count_replaces_the_pool():
+    m = mlp()
+    m.fit(X, Y, epochs=1, batch_size=8, verbose=0, n_threads=2)
+    before = os_threads()
+    p = m.predict(X, n_threads=4)   # a pool of 4: three workers beside the calling thread
+    assert os_threads() == before + 2
+    np.testing.assert_array_equal(m.predict(X, n_threads=1), p)  # one thread: no pool at all
+    assert os_threads() == before - 1
+    m.close()
+
+
+def test_pools_are_freed_with_their_models():
+    base = os_threads()
+    models = [mlp() for _ in range(8)]
+    for m in models:
+        m.predict(X, n_threads=2)
+    assert os_threads() == base + 8   # one worker per model (the caller is the other thread)
+    for m in models[:4]:
+        m.close()
+    assert os_threads() == base + 4
+    del models, m
+    import gc
+    gc.collect()
+    assert os_threads() == base
+
+
+def _child(model, x, queue):
+    queue.put(model.predict(x, n_threads=2))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+def test_a_forked_child_computes_without_the_parents_pool():
+    m = mlp()
+    m.fit(X, Y, epochs=1, batch_size=8, verbose=0, n_threads=2)
+    expected = m.predict(X, n_threads=2)   # the parent's pool now has a worker polling for graphs
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child, args=(m, X, queue))
+    child.start()
+    got = queue.get(timeout=60)   # a child waiting on the parent's (absent) workers would hang here
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(m.predict(X, n_threads=2), expected)  # the parent's pool still works
