@@ -24,6 +24,8 @@ def _array(spec):
         base.flat[0] = np.nan
     elif fill == "inf" and base.size:
         base.flat[-1] = np.inf
+    if kind == "tokens":
+        return rng.integers(0, spec["vocab"], size=shape) + spec["offset"]
     if kind == "ids":
         return rng.integers(0, spec["classes"], size=shape)
     if kind == "onehot":
@@ -70,7 +72,18 @@ def _layers(spec):
             out.append(pgo.layers.MaxPool2d(a))
         elif kind == "reshape":
             out.append(pgo.layers.Reshape((a, b, b)))
+        elif kind == "embedding":
+            out.append(pgo.layers.Embedding(a, b))
+        elif kind == "gap":
+            out.append(pgo.layers.GlobalAveragePooling1D())
     return out
+
+
+def _weights(kind, n):
+    """fit's sample_weight for a case: none, valid, or one of the invalid kinds."""
+    rng = np.random.default_rng(n)
+    return {"none": None, "random": rng.uniform(0.1, 2.0, n), "negative": -np.ones(n), "short": np.ones(n + 1),
+            "zeros": np.zeros(n), "nan": np.full(n, np.nan), "str": ["w"] * n}[kind]
 
 
 def run(case):
@@ -80,7 +93,8 @@ def run(case):
         else pgo.SGD(lr=case["lr"], weight_decay=case["wd"])
     model.fit(x, y, epochs=case["epochs"], batch_size=case["batch"], physical_batch_size=case["physical"],
               validation_split=case["val"], loss=case["loss"], optimizer=opt, verbose=0,
-              backend=case["backend"], n_threads=1)
+              backend=case["backend"], n_threads=1,
+              sample_weight=_weights(case["weights"], len(x) if x is not None else 0))
     model.predict(x, batch_size=max(1, case["batch"]) if isinstance(case["batch"], int) else 7)
     model.evaluate(x, y)
 

@@ -61,7 +61,7 @@ def worker():
 
 
 MUTATIONS = ["x_dtype", "x_nan", "y_inf", "y_range", "len", "features", "batch0", "physical", "val", "lr", "beta",
-             "wd", "loss", "backend", "empty", "epochs", "y_dtype", "batch_type"]
+             "wd", "loss", "backend", "empty", "epochs", "y_dtype", "batch_type", "token_range", "weights"]
 
 
 @st.composite
@@ -70,19 +70,26 @@ def cases(draw):
     n = draw(st.integers(min_value=1, max_value=40))
     classes = draw(st.integers(2, 5))
     loss = draw(st.sampled_from(["cross_entropy", "cross_entropy", "mse", "mean", "sum"]))
-    if draw(st.booleans()):  # MLP on (n, f)
+    kind = draw(st.sampled_from(["mlp", "mlp", "cnn", "tokens"]))
+    vocab = draw(st.integers(1, 12))
+    if kind == "mlp":  # MLP on (n, f)
         f, h = draw(st.integers(1, 8)), draw(st.integers(1, 8))
         act = draw(st.sampled_from(["relu", "tanh", "gelu", "layernorm"]))
         layers = [("linear", f, h), (act, h, 0), ("linear", h, classes)]
         tail = [f]
+    elif kind == "tokens":  # token ids (n, T) -> Embedding -> mean over T -> Linear
+        steps, dim = draw(st.integers(1, 6)), draw(st.integers(1, 5))
+        layers = [("embedding", vocab, dim), ("gap", 0, 0), ("linear", dim, classes)]
+        tail = [steps]
     else:  # CNN on (n, c, hw, hw)
         c, k, hw = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(2, 6))
         layers = [("conv", c, k), ("relu", 0, 0), ("pool", 2, 0), ("flatten", 0, 0),
                   ("linear", k * (hw // 2) ** 2, classes)]
         tail = [c, hw, hw]
     y_tail = [] if loss == "cross_entropy" and draw(st.booleans()) else [classes]
-    x = {"kind": draw(st.sampled_from(["float32", "float64", "int", "list"])), "shape": [n, *tail], "fill": "",
-         "scale": 1.0, "seed": draw(st.integers(0, 2**16))}
+    x = {"kind": "tokens" if kind == "tokens" else draw(st.sampled_from(["float32", "float64", "int", "list"])),
+         "shape": [n, *tail], "fill": "", "scale": 1.0, "seed": draw(st.integers(0, 2**16)), "vocab": vocab,
+         "offset": 0}
     y = {"kind": "ids" if not y_tail else "onehot" if loss == "cross_entropy" else "float32",
          "shape": [n, *y_tail], "fill": "", "scale": 1.0, "seed": draw(st.integers(0, 2**16)), "classes": classes}
     physical = draw(st.integers(1, max(1, n)))
@@ -90,7 +97,8 @@ def cases(draw):
             "batch": physical * draw(st.integers(1, 3)), "physical": physical,
             "val": draw(st.sampled_from([0.0, 0.0, 0.2])), "loss": loss, "opt": draw(st.sampled_from(["adamw", "sgd"])),
             "lr": draw(st.sampled_from([1e-3, 0.1, 1.0])), "beta1": draw(st.sampled_from([0.9, 0.0, 0.999])),
-            "wd": draw(st.sampled_from([0.0, 0.5, 1.0])), "backend": "cpu", "mutations": []}
+            "wd": draw(st.sampled_from([0.0, 0.5, 1.0])), "backend": "cpu", "mutations": [],
+            "weights": draw(st.sampled_from(["none", "none", "random"])) if loss in ("cross_entropy", "mse") else "none"}
     if n * (1 - case["val"]) < 1:
         case["val"] = 0.0
     for m in draw(st.lists(st.sampled_from(MUTATIONS), max_size=2).filter(lambda l: len(l) != 1 or draw(st.booleans()))):
@@ -111,8 +119,9 @@ def cases(draw):
             x["shape"][-1] += 1
         elif m == "batch0":
             case["batch"] = draw(st.sampled_from([0, -1]))
-        elif m == "physical":
-            case["physical"] = case["batch"] + 1
+        elif m == "physical":  # larger than the batch (after "batch_type" the batch is not an int)
+            base = case["batch"] if type(case["batch"]) is int else case["physical"]
+            case["physical"] = base + 1
         elif m == "val":
             case["val"] = draw(st.sampled_from([1.0, -0.1, 2.0, float("nan")]))
         elif m == "lr":
@@ -134,6 +143,10 @@ def cases(draw):
             y["kind"] = draw(st.sampled_from(["str", "object", "none"]))
         elif m == "batch_type":
             case["batch"] = draw(st.sampled_from([1.5, "8", None]))
+        elif m == "token_range":
+            x["offset"] = draw(st.sampled_from([-1, vocab]))
+        elif m == "weights":
+            case["weights"] = draw(st.sampled_from(["negative", "short", "zeros", "nan", "str"]))
     return case
 
 

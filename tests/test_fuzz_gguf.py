@@ -29,16 +29,24 @@ CHILD = textwrap.dedent("""
         print("BEGIN", path, flush=True)
         try:
             m = pgo.load(path)
-            m.predict(__import__("numpy").zeros((2,) + m.input_shape, "float32"))
+            m.predict(__import__("numpy").zeros((2,) + m.input_shape, m.input_dtype))
             outcome = "loaded"
-        except (ValueError, KeyError, FileNotFoundError) as e:  # the documented errors
+        except (ValueError, TypeError, KeyError, FileNotFoundError) as e:  # the documented errors
             outcome = "error:" + type(e).__name__
         print("END", json.dumps([path, outcome]), flush=True)
 """)
 
 
-def _base_file(tmp_path) -> bytes:
-    model = pgo.Sequential([pgo.layers.Linear(6, 5), pgo.layers.ReLU(), pgo.layers.Linear(5, 3)], input_shape=(6,))
+BASE_MODELS = {
+    "mlp": lambda: pgo.Sequential([pgo.layers.Linear(6, 5), pgo.layers.ReLU(), pgo.layers.Linear(5, 3)],
+                                  input_shape=(6,)),
+    "tokens": lambda: pgo.Sequential([pgo.layers.Embedding(9, 4), pgo.layers.GlobalAveragePooling1D(),
+                                      pgo.layers.Linear(4, 3)], input_shape=(5,)),
+}
+
+
+def _base_file(tmp_path, kind: str = "mlp") -> bytes:
+    model = BASE_MODELS[kind]()
     path = tmp_path / "base.gguf"
     model.save(path)
     return path.read_bytes()
@@ -71,8 +79,9 @@ def _mutations(base: bytes, rng: np.random.Generator):
         yield bytes(data)
 
 
-def test_mutated_gguf_files_never_crash(tmp_path):
-    base = _base_file(tmp_path)
+@pytest.mark.parametrize("kind", sorted(BASE_MODELS))
+def test_mutated_gguf_files_never_crash(tmp_path, kind):
+    base = _base_file(tmp_path, kind)
     rng = np.random.default_rng(SEED)
     paths = []
     for i, blob in enumerate(_mutations(base, rng)):
