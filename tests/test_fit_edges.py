@@ -26,8 +26,12 @@ def test_verbose_output(capsys, data):
     mlp().fit(x[:32], y[:32], epochs=2, batch_size=8, verbose=1, n_threads=1)
     out = capsys.readouterr().out
     assert "\r" not in out and "ETA" not in out and [l[:9] for l in out.splitlines()] == ["epoch 1/2", "epoch 2/2"]
+    mlp().fit(x[:32], y[:32], epochs=2, batch_size=8, verbose="auto", n_threads=1)  # Keras's name for 1
+    assert [l[:9] for l in capsys.readouterr().out.splitlines()] == ["epoch 1/2", "epoch 2/2"]
     mlp().fit(x[:32], y[:32], epochs=1, batch_size=8, verbose=0, n_threads=1)
     assert capsys.readouterr().out == ""
+    with pytest.raises(ValueError, match="verbose"):
+        mlp().fit(x[:32], y[:32], epochs=1, verbose=3, n_threads=1)
 
 
 def test_progress_bar_on_a_terminal():

@@ -178,6 +178,9 @@ def check_validation_data(model: Network, validation_data: object, loss: str) ->
     return xv, targets(model, validation_data[1], xv.shape[0], loss, "validation_data[1]")
 
 
-def check_verbose(verbose: int) -> int:
-    """0 (silent), 1 (progress bar) or 2 (one line per epoch)."""
+def check_verbose(verbose: int | str) -> int:
+    """0 (silent), 1 (progress bar; one line per epoch when the output is not a terminal), 2 (one line
+    per epoch), or "auto" (Keras's name for 1)."""
+    if verbose == "auto":
+        return 1
     return check_int("verbose", verbose, 0, 2)

@@ -163,7 +163,7 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
         physical_batch_size: int | None = None, validation_split: float = 0.0,
         validation_data: tuple[ArrayLike, ArrayLike | None] | None = None, loss: str = "cross_entropy",
         optimizer: Optimizer | str = "adamw", shuffle: bool | int | str = True, seed: int | None = 0,
-        backend: str | None = None, n_threads: int | None = None, verbose: int = 1,
+        backend: str | None = None, n_threads: int | None = None, verbose: int | str = 1,
         callbacks: Iterable[Callback] = (), resume_from: str | os.PathLike[str] | None = None, gather: str = "auto",
         sample_weight: ArrayLike | None = None, class_weight: dict | None = None,
         optimizer_state: OptimizerState | None = None) -> History:
@@ -185,7 +185,8 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
     optimizer: pgo.AdamW(...), pgo.SGD(...) or "adamw"/"sgd". seed: weight init (if the model is not
        built yet) and shuffling. backend: "cpu", "cuda", "cuda:1", "metal", "gpu" or a ggml device
        name; default the backend the model last ran on, else the CPU.
-    verbose: 0 silent, 1 progress bar, 2 one line per epoch. callbacks: Callback objects.
+    verbose: 0 silent, 1 (or "auto") progress bar, which becomes one line per epoch when the output is
+       not a terminal, 2 one line per epoch. callbacks: Callback objects.
     resume_from: a checkpoint written by ``ModelCheckpoint``: weights, optimizer state and the epoch
        count are restored and training continues up to ``epochs`` in total, exactly as if it had not
        stopped (same data, seed and hyperparameters).
