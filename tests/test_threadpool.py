@@ -1,5 +1,6 @@
 """The CPU backend's persistent thread pool (core/threadpool.py): results do not depend on it, it is
 replaced when the thread count changes, freed with its model, and a forked child runs without it."""
+import gc
 import multiprocessing as mp
 import os
 
@@ -10,7 +11,9 @@ from support import X, Y, mlp, same_weights
 
 
 def os_threads() -> int:
-    """Threads of this process as the kernel counts them (ggml's workers are not Python threads)."""
+    """Threads of this process as the kernel counts them (ggml's workers are not Python threads), once
+    the models earlier tests dropped are collected (their pools go with them)."""
+    gc.collect()
     return len(os.listdir("/proc/self/task"))
 
 
@@ -47,8 +50,6 @@ def test_pools_are_freed_with_their_models():
         m.close()
     assert os_threads() == base + 4
     del models, m
-    import gc
-    gc.collect()
     assert os_threads() == base
 
 
