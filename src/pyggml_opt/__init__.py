@@ -18,11 +18,13 @@ from .core import default_n_threads, devices
 from .models import FunctionModel, Model, Sequential
 from .nn import Tensor, layers, ops
 from .saving import load, save
-from .training import (SGD, AdamW, Callback, CallbackList, EarlyStopping, History, LambdaCallback, ModelCheckpoint,
-                       MonitorCallback, Optimizer, ReduceLROnPlateau, evaluate, fit, predict)
+from .training import (SGD, AdamW, Callback, CallbackList, EarlyStopping, ExponentialDecay, History, LambdaCallback,
+                       ModelCheckpoint, MonitorCallback, Optimizer, ReduceLROnPlateau, StepDecay, WarmupCosine, evaluate,
+                       fit, predict)
 
 __version__ = "0.1.0"
 
-__all__ = ["AdamW", "Callback", "CallbackList", "EarlyStopping", "FunctionModel", "History", "LambdaCallback",
-           "Model", "ModelCheckpoint", "MonitorCallback", "Optimizer", "ReduceLROnPlateau", "SGD", "Sequential",
-           "Tensor", "default_n_threads", "devices", "evaluate", "fit", "layers", "load", "models", "ops", "predict", "save"]
+__all__ = ["AdamW", "Callback", "CallbackList", "EarlyStopping", "ExponentialDecay", "FunctionModel", "History",
+           "LambdaCallback", "Model", "ModelCheckpoint", "MonitorCallback", "Optimizer", "ReduceLROnPlateau", "SGD",
+           "Sequential", "StepDecay", "Tensor", "WarmupCosine", "default_n_threads", "devices", "evaluate", "fit",
+           "layers", "load", "models", "ops", "predict", "save"]

@@ -183,6 +183,13 @@ def layer_norm(a: Tensor, eps: float = 1e-5) -> Tensor:
     return mul(centered, inv_std)
 
 
+def rms_norm(a: Tensor, eps: float = 1e-6) -> Tensor:
+    """a / sqrt(mean(a^2) + eps) over the last (numpy) axis (ggml_rms_norm, which ggml differentiates)."""
+    check_tensor("a", a)
+    src = a if lib.ggml_is_contiguous(a.ptr) else cont(a)
+    return wrap(lib.ggml_rms_norm(graph_context(src).ptr, src.ptr, float(eps)), src)
+
+
 def softmax(a: Tensor) -> Tensor:
     """Softmax over the last (numpy) axis."""
     check_tensor("a", a)

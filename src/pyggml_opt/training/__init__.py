@@ -6,7 +6,8 @@ from .history import History
 from .inference import evaluate, predict
 from .loop import FitLoop, fit
 from .optimizers import SGD, AdamW, Optimizer
+from .schedules import ExponentialDecay, StepDecay, WarmupCosine
 
-__all__ = ["AdamW", "Callback", "CallbackList", "EarlyStopping", "FitLoop", "History", "LambdaCallback",
-           "ModelCheckpoint", "MonitorCallback", "Optimizer", "ReduceLROnPlateau", "SGD", "evaluate", "fit",
-           "predict"]
+__all__ = ["AdamW", "Callback", "CallbackList", "EarlyStopping", "ExponentialDecay", "FitLoop", "History",
+           "LambdaCallback", "ModelCheckpoint", "MonitorCallback", "Optimizer", "ReduceLROnPlateau", "SGD", "StepDecay",
+           "WarmupCosine", "evaluate", "fit", "predict"]
