@@ -26,6 +26,8 @@ def _array(spec):
         base.flat[-1] = np.inf
     if kind == "tokens":
         return rng.integers(0, spec["vocab"], size=shape) + spec["offset"]
+    if kind == "unit":
+        return rng.uniform(size=shape).astype(np.float32)
     if kind == "ids":
         return rng.integers(0, spec["classes"], size=shape)
     if kind == "onehot":

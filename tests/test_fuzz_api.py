@@ -69,7 +69,8 @@ def cases(draw):
     """A valid training case, then 0-2 mutations that make it invalid (about half stay valid)."""
     n = draw(st.integers(min_value=1, max_value=40))
     classes = draw(st.integers(2, 5))
-    loss = draw(st.sampled_from(["cross_entropy", "cross_entropy", "mse", "mean", "sum"]))
+    loss = draw(st.sampled_from(["cross_entropy", "cross_entropy", "mse", "mean", "sum", "mae", "huber",
+                                 "binary_cross_entropy"]))
     kind = draw(st.sampled_from(["mlp", "mlp", "cnn", "tokens"]))
     vocab = draw(st.integers(1, 12))
     if kind == "mlp":  # MLP on (n, f)
@@ -90,7 +91,8 @@ def cases(draw):
     x = {"kind": "tokens" if kind == "tokens" else draw(st.sampled_from(["float32", "float64", "int", "list"])),
          "shape": [n, *tail], "fill": "", "scale": 1.0, "seed": draw(st.integers(0, 2**16)), "vocab": vocab,
          "offset": 0}
-    y = {"kind": "ids" if not y_tail else "onehot" if loss == "cross_entropy" else "float32",
+    y = {"kind": "ids" if not y_tail else "onehot" if loss == "cross_entropy" else
+         "unit" if loss == "binary_cross_entropy" else "float32",
          "shape": [n, *y_tail], "fill": "", "scale": 1.0, "seed": draw(st.integers(0, 2**16)), "classes": classes}
     physical = draw(st.integers(1, max(1, n)))
     case = {"x": x, "y": y, "layers": layers, "epochs": draw(st.integers(0, 2)),
@@ -98,7 +100,7 @@ def cases(draw):
             "val": draw(st.sampled_from([0.0, 0.0, 0.2])), "loss": loss, "opt": draw(st.sampled_from(["adamw", "sgd"])),
             "lr": draw(st.sampled_from([1e-3, 0.1, 1.0])), "beta1": draw(st.sampled_from([0.9, 0.0, 0.999])),
             "wd": draw(st.sampled_from([0.0, 0.5, 1.0])), "backend": "cpu", "mutations": [],
-            "weights": draw(st.sampled_from(["none", "none", "random"])) if loss in ("cross_entropy", "mse") else "none"}
+            "weights": draw(st.sampled_from(["none", "none", "random"])) if loss not in ("mean", "sum") else "none"}
     if n * (1 - case["val"]) < 1:
         case["val"] = 0.0
     for m in draw(st.lists(st.sampled_from(MUTATIONS), max_size=2).filter(lambda l: len(l) != 1 or draw(st.booleans()))):

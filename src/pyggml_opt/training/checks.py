@@ -9,8 +9,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..checks import check_int, check_number
-from ..core import loss_type
+from ..core import LOSS_TYPES, loss_type
 from ..nn import MAX_SAMPLE_AXES, Network
+from .losses import OWN_LOSSES, WEIGHTED_LOSSES
 
 
 def as_number_array(name: str, x: ArrayLike | None) -> np.ndarray:
@@ -54,7 +55,13 @@ def check_x(model: Network, x: ArrayLike, name: str = "x") -> np.ndarray:
 
 
 def check_loss(loss: str) -> str:
-    loss_type(loss)
+    """A loss name: ggml-opt's (cross_entropy, mse, mean, sum) or one of fit's own (``OWN_LOSSES``)."""
+    if isinstance(loss, str) and loss in OWN_LOSSES:
+        return loss
+    try:
+        loss_type(loss)
+    except ValueError:
+        raise ValueError(f"unknown loss {loss!r}; expected one of {sorted([*LOSS_TYPES, *OWN_LOSSES])}") from None
     return loss
 
 
@@ -88,6 +95,8 @@ def targets(model: Network, y: ArrayLike | None, n: int, loss: str, name: str = 
         raise ValueError(f"{name} contains NaN or inf")
     if loss == "cross_entropy" and ((arr < 0).any() or not np.allclose(arr.sum(axis=1), 1.0, atol=1e-3)):
         raise ValueError(f"{name}: cross_entropy targets must be one-hot or probability rows (>= 0, summing to 1)")
+    if loss == "binary_cross_entropy" and ((arr < 0).any() or (arr > 1).any()):
+        raise ValueError(f"{name}: binary_cross_entropy targets must be in [0, 1] (labels 0 / 1 or probabilities)")
     return arr
 
 
@@ -98,8 +107,9 @@ def sample_weights(sample_weight: ArrayLike | None, class_weight: dict | None, t
     neither is given."""
     if sample_weight is None and class_weight is None:
         return None
-    if loss not in ("cross_entropy", "mse"):
-        raise ValueError(f"sample_weight and class_weight need the loss 'cross_entropy' or 'mse', got {loss!r}")
+    if loss not in WEIGHTED_LOSSES:
+        raise ValueError(f"sample_weight and class_weight need one of the losses {list(WEIGHTED_LOSSES)}, "
+                         f"got {loss!r}")
     w = np.ones(n)
     if sample_weight is not None:
         sw = as_number_array("sample_weight", sample_weight)

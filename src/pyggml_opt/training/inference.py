@@ -13,7 +13,7 @@ from ..checks import check_int
 from ..core import OptContext, Scheduler
 from ..nn import ForwardGraph, Network, ParamStore, check_network
 from .checks import check_loss, check_x, targets
-from .metrics import loss_and_accuracy, softmax
+from .metrics import loss_and_accuracy, sigmoid, softmax
 from .session import SESSION, Session, device_of, exclusive_use, session_for
 
 
@@ -71,7 +71,8 @@ def predict(model: Network, x: ArrayLike, *, batch_size: int = 256, logits: bool
     """Model outputs for every sample of ``x`` (any n), shape (n, n_out).
 
     For a model trained with (or loaded as) a cross-entropy classifier the outputs are logits and
-    ``predict`` returns softmax probabilities, unless ``logits=True``. ``backend``: default the one
+    ``predict`` returns softmax probabilities (sigmoid ones after ``binary_cross_entropy``), unless
+    ``logits=True``. ``backend``: default the one
     the model last ran on (the CPU for a new model).
     """
     check_network(model)
@@ -80,8 +81,9 @@ def predict(model: Network, x: ArrayLike, *, batch_size: int = 256, logits: bool
     model.require_built()
     with exclusive_use(model):
         out = forward(model, x, batch_size, backend, n_threads)
-    as_probs = (model.loss == "cross_entropy") if logits is None else not logits
-    return softmax(out) if as_probs else out
+    to_probs = sigmoid if model.loss == "binary_cross_entropy" else softmax
+    as_probs = model.loss in ("cross_entropy", "binary_cross_entropy") if logits is None else not logits
+    return to_probs(out) if as_probs else out
 
 
 def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: str | None = None,

@@ -36,7 +36,7 @@ from .checks import (check_batch_sizes, clamp_batch_sizes, check_loss, check_see
                      targets)
 from .history import History
 from .inference import forward
-from .losses import step_weights
+from .losses import OWN_LOSSES, step_weights
 from .metrics import HostAccuracy, loss_and_accuracy, result_logs, validation_logs
 from .optimizers import Optimizer
 from .optimizers import get as get_optimizer
@@ -70,7 +70,7 @@ class FitLoop:
         self.start_epoch = 0
         self.history = History()
         # fit's weighted losses: the accuracy is counted here (ggml-opt counts it for its own loss only)
-        self.host_accuracy = HostAccuracy(batch_size, loss == "cross_entropy") if train.weighted else None
+        self.host_accuracy = HostAccuracy(batch_size, loss) if train.weighted else None
 
     def optimizer_state(self) -> OptimizerState:
         """The optimizer state now (for checkpoints)."""
@@ -171,7 +171,9 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
 
     x: (n, *input_shape) numbers (float64 and ints are converted to float32).
     y: class ids (n,) or one-hot/probability rows (n, n_out) for ``loss="cross_entropy"``; float rows
-       (n, n_out) for ``"mse"``; ignored for ``"mean"`` and ``"sum"`` (the model output is the loss).
+       (n, n_out) for ``"mse"``, ``"mae"``, ``"huber"``, and in [0, 1] for ``"binary_cross_entropy"``
+       (on logits, as PyTorch's BCEWithLogitsLoss); ignored for ``"mean"`` and ``"sum"`` (the model
+       output is the loss). The losses are PyTorch's, each a mean over samples (training/losses.py).
     batch_size: samples per optimizer step; physical_batch_size: samples per graph evaluation
        (default batch_size; must divide it: gradients are accumulated over batch_size / physical).
        A batch_size above the number of training samples is cut to it (as Keras and PyTorch do), and
@@ -224,6 +226,8 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
     n = x.shape[0]
     t = targets(model, y, n, loss)
     weights = sample_weights(sample_weight, class_weight, t, n, loss)
+    if weights is None and loss in OWN_LOSSES:
+        weights = np.ones(n)  # fit's own loss graph reads a weight column
     n_train = n - int(n * validation_split)
     if n_train < 1:
         raise ValueError(f"validation_split={validation_split} leaves no training samples out of {n}")

@@ -1,11 +1,17 @@
-"""Weighted losses: ``sample_weight`` / ``class_weight`` in ``fit`` as a loss graph of fit's own.
+"""Losses ggml-opt lacks, and weighted losses: a loss graph of fit's own under ggml-opt's SUM loss.
 
-ggml-opt's cross-entropy and MSE weigh every sample alike, and its cross-entropy backward assumes label
-rows that sum to one (labels scaled by a weight would get wrong gradients). With weights, fit ends the
-training graph itself: each sample's loss times its weight, under ggml-opt's SUM loss. The weights ride
-in the label rows as one more column, and the host divides them by their sum over each optimizer
-step's batch, so every step minimises the weighted mean loss of its batch (PyTorch's weighted
+ggml-opt knows mean, sum, cross-entropy and MSE, weighs every sample alike, and its cross-entropy
+backward assumes label rows that sum to one (labels scaled by a weight would get wrong gradients). For
+``sample_weight`` / ``class_weight``, and for the losses of ``OWN_LOSSES``, fit ends the training graph
+itself: each sample's loss times its weight, summed by ggml-opt's SUM loss. The weights ride in the
+label rows as one more column (all 1 without weights), and the host divides them by their sum over each
+optimizer step's batch, so every step minimises the weighted mean loss of its batch (PyTorch's weighted
 ``reduction="mean"``; equal weights give the unweighted mean, and a weight of 0 removes a sample).
+
+Each per-sample loss is the mean over the outputs of the element-wise loss (PyTorch's
+``reduction="mean"`` over a batch of such rows), except cross-entropy, summed over the classes:
+  - mae: |o - y|;  huber (delta 1, PyTorch's HuberLoss): d^2 / 2 for |d| < 1, else |d| - 1/2;
+  - binary_cross_entropy: on logits, log(1 + exp(o)) - y o (PyTorch's BCEWithLogitsLoss), y in [0, 1].
 """
 from __future__ import annotations
 
@@ -13,7 +19,29 @@ import numpy as np
 
 from ..nn import Tensor, ops
 
-WEIGHTED_LOSSES = ("cross_entropy", "mse")
+OWN_LOSSES = ("mae", "huber", "binary_cross_entropy")
+WEIGHTED_LOSSES = ("cross_entropy", "mse", *OWN_LOSSES)
+HUBER_DELTA = 1.0
+
+
+def per_sample_loss(outputs: Tensor, y: Tensor, loss: str) -> Tensor:
+    """The loss of each sample (n, 1) of ``outputs`` (n, k) against targets ``y`` (n, k)."""
+    if loss == "cross_entropy":
+        return ops.neg(ops.sum_rows(ops.mul(y, ops.log_softmax(outputs))))
+    if loss == "binary_cross_entropy":
+        return ops.mean(ops.sub(ops.softplus(outputs), ops.mul(y, outputs)))
+    diff = ops.abs(ops.sub(outputs, y))
+    if loss == "mse":
+        return ops.mean(ops.sqr(diff))
+    if loss == "mae":
+        return ops.mean(diff)
+    if loss == "huber":
+        # 0.5 min(|d|, delta)^2 + delta relu(|d| - delta): both pieces of the Huber loss, from ops ggml
+        # can differentiate (no select)
+        over = ops.relu(ops.scale(diff, 1.0, -HUBER_DELTA))
+        inside = ops.sub(diff, over)
+        return ops.mean(ops.add(ops.scale(ops.sqr(inside), 0.5), ops.scale(over, HUBER_DELTA)))
+    raise ValueError(f"fit's own loss graph takes one of the losses {WEIGHTED_LOSSES}, got {loss!r}")
 
 
 def weighted_loss(outputs: Tensor, labels: Tensor, loss: str) -> Tensor:
@@ -21,13 +49,20 @@ def weighted_loss(outputs: Tensor, labels: Tensor, loss: str) -> Tensor:
     targets, then each sample's weight (already divided by its step's sum)."""
     n, k = outputs.shape
     y, w = ops.columns(labels, 0, k), ops.columns(labels, k, k + 1)
-    if loss == "cross_entropy":
-        per = ops.neg(ops.sum_rows(ops.mul(y, ops.log_softmax(outputs))))
-    elif loss == "mse":
-        per = ops.mean(ops.sqr(ops.sub(outputs, y)))
-    else:
-        raise ValueError(f"sample weights need one of the losses {WEIGHTED_LOSSES}, got {loss!r}")
-    return ops.mul(per, w)
+    return ops.mul(per_sample_loss(outputs, y, loss), w)
+
+
+def host_losses(outputs: np.ndarray, targets: np.ndarray, loss: str) -> np.ndarray:
+    """The same per-sample losses (n,) in float64 numpy (validation, evaluate)."""
+    o, y = outputs.astype(np.float64), targets.astype(np.float64)
+    if loss == "binary_cross_entropy":
+        return (np.logaddexp(0.0, o) - y * o).mean(axis=1)
+    d = np.abs(o - y)
+    if loss == "mae":
+        return d.mean(axis=1)
+    if loss == "huber":
+        return np.where(d < HUBER_DELTA, 0.5 * d ** 2, HUBER_DELTA * (d - 0.5 * HUBER_DELTA)).mean(axis=1)
+    raise ValueError(f"no host loss for {loss!r}")
 
 
 def step_weights(weights: np.ndarray, batch_size: int) -> np.ndarray:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..core import Result
+from .losses import OWN_LOSSES, host_losses
 
 
 def result_logs(result: Result, weighted: "HostAccuracy | None" = None) -> dict:
@@ -33,21 +34,35 @@ def accuracy_of(correct: int, n: int) -> tuple[float, float]:
     return acc, math.sqrt(acc * (1 - acc) / (n - 1)) if n > 1 else float("nan")
 
 
-class HostAccuracy:
-    """Correct predictions of training batches counted here, where ggml-opt counts none (fit's weighted
-    losses). ``counts`` is False for losses without an accuracy (mse)."""
+def binary_correct(outputs: np.ndarray, targets: np.ndarray) -> int:
+    """Outputs (logits) on the same side of 0 as their targets of 0 / 1 are on 1/2 (Keras's
+    binary_accuracy), counted over every output."""
+    return int(((outputs > 0) == (targets >= 0.5)).sum())
 
-    def __init__(self, batch_size: int, counts: bool) -> None:
-        self.batch_size, self.counts = batch_size, counts
+
+def binary_accuracy(outputs: np.ndarray, targets: np.ndarray) -> tuple[float, float]:
+    return accuracy_of(binary_correct(outputs, targets), outputs.size)
+
+
+class HostAccuracy:
+    """Correct predictions of training batches counted here, where ggml-opt counts none (fit's own loss
+    graph): the class of the largest output for cross_entropy, the side of 0 of every output for
+    binary_cross_entropy; no accuracy for the other losses."""
+
+    def __init__(self, batch_size: int, loss: str) -> None:
+        self.batch_size, self.loss = batch_size, loss
         self.correct = self.seen = 0
 
     def reset(self) -> None:
         self.correct = self.seen = 0
 
     def add(self, outputs: np.ndarray, targets: np.ndarray) -> None:
-        if self.counts:
+        if self.loss == "cross_entropy":
             self.correct += int((outputs.argmax(axis=1) == targets.argmax(axis=1)).sum())
             self.seen += outputs.shape[0]
+        elif self.loss == "binary_cross_entropy":
+            self.correct += binary_correct(outputs, targets)
+            self.seen += outputs.size
 
     def value(self) -> tuple[float, float]:
         return accuracy_of(self.correct, self.seen)
@@ -57,6 +72,11 @@ def log_softmax(z: np.ndarray) -> np.ndarray:
     """log softmax over the last axis, stable for any magnitude."""
     z = z - z.max(axis=-1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-z)), the probabilities of binary logits, without overflow."""
+    return np.exp(-np.logaddexp(0.0, -z)).astype(z.dtype, copy=False)
 
 
 def softmax(z: np.ndarray) -> np.ndarray:
@@ -74,6 +94,10 @@ def loss_and_accuracy(outputs: np.ndarray, targets: np.ndarray | None, loss: str
     elif loss == "mse":
         per = ((outputs - targets) ** 2).mean(axis=1)
         acc = acc_unc = float("nan")
+    elif loss in OWN_LOSSES:
+        assert targets is not None  # these losses have labels
+        per = host_losses(outputs, targets, loss)
+        acc, acc_unc = binary_accuracy(outputs, targets) if loss == "binary_cross_entropy" else (math.nan, math.nan)
     else:
         per = outputs.mean(axis=1) if loss == "mean" else outputs.sum(axis=1)
         acc = acc_unc = float("nan")
