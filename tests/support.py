@@ -36,3 +36,16 @@ def max_diff(a: dict, b: dict) -> float:
 
 
 X, Y = blobs(n=32)
+
+
+def check_gradients(loss, w0: dict, got: dict, names, eps: float, tol: float) -> None:
+    """Central finite differences of the float64 function ``loss(weights)`` at ``w0`` against the
+    gradients ``got``, at the first and the last entry of each parameter in ``names``."""
+    for name in names:
+        for idx in [(0,) * w0[name].ndim, tuple(s - 1 for s in w0[name].shape)]:
+            plus = {k: v.copy() for k, v in w0.items()}
+            minus = {k: v.copy() for k, v in w0.items()}
+            plus[name][idx] += eps
+            minus[name][idx] -= eps
+            fd = (loss(plus) - loss(minus)) / (2 * eps)
+            assert abs(got[name][idx] - fd) <= tol, (name, idx, got[name][idx], fd)

@@ -132,6 +132,33 @@ class Conv2d(Layer):
                 "padding": list(self.padding), "dilation": list(self.dilation), "bias": self.bias}
 
 
+class Conv1d(Conv2d):
+    """1-D convolution: (in_channels, length) -> (out_channels, length'). ``kernel`` (out, in, k),
+    ``bias`` (out, 1); PyTorch's Conv1d (its ``weight`` is called ``kernel`` here, as in Conv2d)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, padding: int = 0,
+                 dilation: int = 1, bias: bool = True, name: str | None = None) -> None:
+        super().__init__(in_channels, out_channels, (1, check_int("kernel_size", kernel_size)),
+                         (1, check_int("stride", stride)), (0, check_int("padding", padding, 0)),
+                         (1, check_int("dilation", dilation)), bias, name)
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(input_shape) != 2 or input_shape[0] != self.in_channels:
+            self._fail(input_shape, f"(channels={self.in_channels}, length); add Reshape(...) for flat rows")
+        c_out, _, length = super().output_shape((input_shape[0], 1, input_shape[1]))
+        self.param_shapes = {name: (shape[0], shape[1], shape[3]) if name == "kernel" else (shape[0], 1)
+                             for name, shape in self.param_shapes.items()}
+        return (c_out, length)
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        y = F.conv_1d(x, params["kernel"], self.stride[1], self.padding[1], self.dilation[1])
+        return F.add(y, params["bias"]) if self.bias else y
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "kernel_size": self.kernel_size[1], "stride": self.stride[1],
+                "padding": self.padding[1], "dilation": self.dilation[1]}
+
+
 class _Pool2d(Layer):
     kind = "max"
 
@@ -317,6 +344,6 @@ class RMSNorm(_LastAxisNorm):
         y = F.rms_norm(x, self.eps)
         return F.mul(y, params["weight"]) if self.elementwise_affine else y
 
-for _cls in (Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten, Reshape, ReLU, Sigmoid, Tanh, GELU, SiLU, Softmax,
+for _cls in (Linear, Conv2d, Conv1d, MaxPool2d, AvgPool2d, Flatten, Reshape, ReLU, Sigmoid, Tanh, GELU, SiLU, Softmax,
              LayerNorm, RMSNorm, Embedding, GlobalAveragePooling1D):
     register(_cls)

@@ -380,6 +380,24 @@ def conv_2d(x: Tensor, kernel: Tensor, stride: int | Sequence[int] = 1, padding:
     return wrap(lib.ggml_conv_2d(graph_context(x, kernel).ptr, kernel.ptr, x.ptr, sw, sh, pw, ph, dw, dh), x, kernel, ndim=4)
 
 
+def conv_1d(x: Tensor, kernel: Tensor, stride: int = 1, padding: int = 0, dilation: int = 1) -> Tensor:
+    """1-D convolution, x (n, c_in, length), kernel (c_out, c_in, k) -> (n, c_out, length'): the 2-D
+    convolution of rows of height one (ggml's own conv_1d packs its im2col in float16)."""
+    check_tensor("x", x)
+    check_tensor("kernel", kernel)
+    if x.ndim != 3 or kernel.ndim != 3:
+        raise ValueError(f"conv_1d: expected x (n, c_in, length) and kernel (c_out, c_in, k), got {x.shape} "
+                         f"and {kernel.shape}")
+    n, c_in, length = x.shape
+    c_out, _, k = kernel.shape
+    rows = reshape(x, n, c_in, 1, length)
+    src = kernel if lib.ggml_is_contiguous(kernel.ptr) else cont(kernel)
+    kernel_rows = wrap(lib.ggml_reshape_4d(graph_context(x, src).ptr, src.ptr, k, 1, src.shape[1], c_out), x, src,
+                       ndim=4)
+    y = conv_2d(rows, kernel_rows, (1, stride), (0, padding), (1, dilation))
+    return reshape(y, n, c_out, y.shape[3])
+
+
 def pool_2d(x: Tensor, kind: str, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
             padding: int | Sequence[int] = 0) -> Tensor:
     """Max or average pooling over the last two axes of x (n, c, h, w); kind: "max" or "avg"."""
