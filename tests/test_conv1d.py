@@ -1,4 +1,4 @@
-"""Conv1d against a float64 numpy convolution (forward, several strides / paddings / dilations) and
+"""Conv1d and GlobalAveragePooling2D against a float64 numpy convolution (forward, several strides / paddings / dilations) and
 central finite differences of the loss (the gradients of two stacked convolutions: the first one's
 reach it through IM2COL_BACK)."""
 import numpy as np
@@ -67,3 +67,33 @@ def test_checks_and_saving(tmp_path):
     np.testing.assert_array_equal(back.predict(x, logits=True), m.predict(x, logits=True))
     assert repr(back.layers[0]) == "Conv1d(in_channels=2, out_channels=2, kernel_size=3, stride=1, padding=0, " \
                                    "dilation=1, bias=True)"
+
+
+def test_global_average_pooling_2d_matches_numpy_and_trains():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(8, 2, 5, 6)).astype(np.float32)
+    y = rng.integers(0, 2, 8)
+    m = pgo.Sequential([L.Conv2d(2, 3, 3, padding=1), L.GlobalAveragePooling2D(), L.Linear(3, 2)])
+    m.build((2, 5, 6), seed=0)
+    w0 = {k: v.astype(np.float64) for k, v in m.get_weights().items()}
+    assert m.output_shape == (2,)
+
+    def logits(w):
+        h = np.zeros((8, 3, 5, 6))
+        xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        for i in range(5):
+            for j in range(6):
+                h[:, :, i, j] = np.einsum("ncab,ocab->no", xp[:, :, i:i + 3, j:j + 3], w["0.kernel"])
+        h = h + w["0.bias"].reshape(1, 3, 1, 1)
+        return h.mean(axis=(2, 3)) @ w["2.weight"].T + w["2.bias"]
+
+    np.testing.assert_allclose(m.predict(x, logits=True), logits(w0), rtol=0, atol=2e-6)
+    m.fit(x, y, epochs=1, batch_size=8, shuffle=False, optimizer=pgo.SGD(lr=1.0), **FAST)
+    got = {k: w0[k] - v for k, v in m.get_weights().items()}
+
+    def loss(w):
+        z = logits(w)
+        z = z - z.max(axis=1, keepdims=True)
+        return float(-(z[np.arange(8), y] - np.log(np.exp(z).sum(axis=1))).mean())
+
+    check_gradients(loss, w0, got, ("0.kernel", "0.bias"), eps=1e-6, tol=2e-6)

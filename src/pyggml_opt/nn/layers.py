@@ -293,6 +293,20 @@ class GlobalAveragePooling1D(Layer):
         return F.reshape(F.mean(F.permute(x, 0, 2, 1)), n, features)
 
 
+class GlobalAveragePooling2D(Layer):
+    """The mean over the positions of an image: (channels, h, w) -> (channels,) (Keras's layer of that
+    name for channels-first images; PyTorch's AdaptiveAvgPool2d(1) then Flatten)."""
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(input_shape) != 3:
+            self._fail(input_shape, "an image (channels, height, width)")
+        return (input_shape[0],)
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        n, c, h, w = x.shape
+        return F.reshape(F.mean(F.reshape(x, n, c, h * w)), n, c)
+
+
 class _LastAxisNorm(Layer):
     """What the normalisations over the last axis share: its size, ``eps``, and an optional learnt
     affine part (``weight`` starting at ones, ``bias`` at zeros)."""
@@ -345,5 +359,5 @@ class RMSNorm(_LastAxisNorm):
         return F.mul(y, params["weight"]) if self.elementwise_affine else y
 
 for _cls in (Linear, Conv2d, Conv1d, MaxPool2d, AvgPool2d, Flatten, Reshape, ReLU, Sigmoid, Tanh, GELU, SiLU, Softmax,
-             LayerNorm, RMSNorm, Embedding, GlobalAveragePooling1D):
+             LayerNorm, RMSNorm, Embedding, GlobalAveragePooling1D, GlobalAveragePooling2D):
     register(_cls)
