@@ -24,12 +24,14 @@ class ForwardGraph:
     allocated beside the first, for graphs that go on past the network's outputs (a loss of their own);
     their outputs are then copied into the static buffer too, where ``output()`` reads them after each
     evaluation (ggml-opt computes a copy of a static graph, whose other nodes' memory it reuses).
+    With ``training`` (static graphs only) the network's step inputs (``Network.step_inputs``: dropout
+    masks) are allocated there too, as ``step_inputs``, and passed to its ``forward``.
     Allocation-based (``static=False``): the input is left for ggml-opt's scheduler to allocate; the
     graph is built for one evaluation (``ggml_opt_prepare_alloc``), so any batch size works.
     """
 
     def __init__(self, network: Network, store: ParamStore, batch: int, *, static: bool = True,
-                 rows_of: CData | None = None, labels_width: int | None = None) -> None:
+                 rows_of: CData | None = None, labels_width: int | None = None, training: bool = False) -> None:
         self.batch = batch
         self.store = store
         self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE, grads=static)
@@ -38,10 +40,18 @@ class ForwardGraph:
         self.labels: Tensor | None = None
         assert network.input_shape is not None and network.output_shape is not None  # built by the caller
         shape = (batch, *network.input_shape)
-        if labels_width is not None and not static:
-            raise ValueError("labels_width needs a static graph")
+        if (labels_width is not None or training) and not static:
+            raise ValueError("labels_width and training need a static graph")
+        # the network's step inputs (dropout masks) exist in the training graph only
+        step_shapes = network.step_inputs() if training else {}
+        self.step_inputs: dict[str, Tensor] = {}
         if static:
-            self.ctx_static = Context(3)
+            self.ctx_static = Context(3 + len(step_shapes))
+            for key, sample_shape in step_shapes.items():
+                t = new_input(self.ctx_static, (batch, *sample_shape), key)
+                lib.ggml_set_input(t.ptr)
+                t.ctx = self.ctx_compute
+                self.step_inputs[key] = t
             if rows_of is None:
                 inp = new_input(self.ctx_static, shape, "input", network.input_dtype).ptr
             else:
@@ -60,7 +70,8 @@ class ForwardGraph:
         else:
             rows = lib.ggml_get_rows(self.ctx_compute.ptr, rows_of, inp)
             x_ptr = lib.ggml_reshape_4d(self.ctx_compute.ptr, rows, *tensor_data.ne_of(shape))
-        out = network.forward(Tensor(x_ptr, self.ctx_compute, self.ctx_compute, len(shape)), store.tensors)
+        out = network.forward(Tensor(x_ptr, self.ctx_compute, self.ctx_compute, len(shape)),
+                              {**store.tensors, **self.step_inputs})
         if out.shape != (batch, *network.output_shape):
             raise ValueError(f"the model produced outputs of shape {out.shape}, expected {(batch, *network.output_shape)}")
         if out.ptr.type != lib.GGML_TYPE_F32:

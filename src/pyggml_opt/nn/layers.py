@@ -33,6 +33,13 @@ class Layer:
     def __init__(self, name: str | None = None) -> None:
         self.name = name
         self.param_shapes: dict[str, tuple[int, ...]] = {}
+        # per-sample shapes of the inputs a training step fills anew (a dropout mask), set with
+        # param_shapes; the training graph passes them to forward among params, other graphs do not
+        self.step_inputs: dict[str, tuple[int, ...]] = {}
+
+    def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """Values of step input ``name`` for one training step, of ``shape`` (batch first)."""
+        raise NotImplementedError
 
     def check_input(self, x: np.ndarray) -> None:
         """ValueError for input values this layer cannot take (called with the whole input array)."""
@@ -307,6 +314,31 @@ class GlobalAveragePooling2D(Layer):
         return F.reshape(F.mean(F.reshape(x, n, c, h * w)), n, c)
 
 
+class Dropout(Layer):
+    """Zeroes each value with probability ``rate`` during training and scales the others by
+    1 / (1 - rate); the identity in predict, evaluate and validation (PyTorch's Dropout). ggml has no
+    random numbers: fit draws a new mask for every training step from a generator seeded by fit's
+    ``seed`` and the epoch (so resuming from a checkpoint draws the same masks)."""
+
+    def __init__(self, rate: float = 0.5, name: str | None = None) -> None:
+        super().__init__(name)
+        self.rate = check_number("rate", rate, 0.0, 1.0, hi_open=True)
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        self.step_inputs = {"mask": tuple(input_shape)} if self.rate > 0 else {}
+        return input_shape
+
+    def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        keep = rng.random(shape, dtype=np.float32) >= self.rate
+        return keep.astype(np.float32) / np.float32(1.0 - self.rate)
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        return F.mul(x, params["mask"]) if "mask" in params else x
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "rate": self.rate}
+
+
 class _LastAxisNorm(Layer):
     """What the normalisations over the last axis share: its size, ``eps``, and an optional learnt
     affine part (``weight`` starting at ones, ``bias`` at zeros)."""
@@ -359,5 +391,5 @@ class RMSNorm(_LastAxisNorm):
         return F.mul(y, params["weight"]) if self.elementwise_affine else y
 
 for _cls in (Linear, Conv2d, Conv1d, MaxPool2d, AvgPool2d, Flatten, Reshape, ReLU, Sigmoid, Tanh, GELU, SiLU, Softmax,
-             LayerNorm, RMSNorm, Embedding, GlobalAveragePooling1D, GlobalAveragePooling2D):
+             LayerNorm, RMSNorm, Embedding, GlobalAveragePooling1D, GlobalAveragePooling2D, Dropout):
     register(_cls)

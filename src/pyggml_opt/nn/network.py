@@ -87,6 +87,15 @@ class Network:
     def check_input(self, x: np.ndarray) -> None:
         """ValueError for input values the model cannot take (token ids out of range)."""
 
+    def step_inputs(self) -> dict[str, tuple[int, ...]]:
+        """Inputs (name -> per-sample shape) that every training step fills anew, such as dropout masks;
+        the training graph passes them to ``forward`` among the parameters, other graphs do not."""
+        return {}
+
+    def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """Values of step input ``name`` for one training step (``shape``: batch first)."""
+        raise KeyError(name)
+
     # ---- building -------------------------------------------------------------------------------------
     @property
     def built(self) -> bool:

@@ -53,8 +53,18 @@ class Sequential(Network):
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         for name, layer in zip(self.layer_names, self.layers):
-            x = layer.forward(x, {p: params[f"{name}.{p}"] for p in layer.param_shapes})
+            own = {p: params[f"{name}.{p}"] for p in layer.param_shapes}
+            own.update({p: params[f"{name}.{p}"] for p in layer.step_inputs if f"{name}.{p}" in params})
+            x = layer.forward(x, own)
         return x
+
+    def step_inputs(self) -> dict[str, tuple[int, ...]]:
+        return {f"{name}.{p}": shape for name, layer in zip(self.layer_names, self.layers)
+                for p, shape in layer.step_inputs.items()}
+
+    def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        lname, p = name.rsplit(".", 1)
+        return self.layers[self.layer_names.index(lname)].fill_step_input(p, rng, shape)
 
     def _summary_rows(self) -> list[SummaryRow]:
         # The shapes are recomputed layer by layer: the network keeps only its input and output shapes.

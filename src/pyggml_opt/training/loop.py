@@ -63,7 +63,7 @@ class FitLoop:
         self.epochs, self.physical, self.run, self.validation, self.loss = epochs, physical, run, validation, loss
         self.n_train, self.batch_size = train.dataset.ndata, batch_size
         self.n_phys = -(-self.n_train // batch_size) * (batch_size // physical)
-        self.rng = np.random.default_rng(seed)
+        self.rng, self.seed = np.random.default_rng(seed), seed
         self.callbacks = callbacks
         callbacks.trainer = self
         self.progress = Progress(verbose, epochs, self.n_phys)
@@ -125,6 +125,8 @@ class FitLoop:
         train.result.reset()
         if self.host_accuracy is not None:
             self.host_accuracy.reset()
+        # dropout masks: a generator of their own per epoch, so that a resumed fit draws the same ones
+        masks = np.random.default_rng(None if self.seed is None else (self.seed, epoch))
         for ib in range(self.n_phys):
             b = slice(ib * physical, (ib + 1) * physical)
             train.opt_ctx.alloc(backward=True)
@@ -138,6 +140,8 @@ class FitLoop:
             elif train.y_writer is not None:
                 assert train.dataset.labels is not None  # a label tensor comes with label rows
                 train.y_writer.gather(train.dataset.labels, order[b])
+            for key, writer in train.step_writers.items():
+                writer.copy(self.model.fill_step_input(key, masks, writer.buf.shape))
             train.opt_ctx.eval(train.result)
             if self.host_accuracy is not None:
                 assert labels is not None  # weighted losses put their labels in batch order

@@ -4,7 +4,7 @@ dataset and their buffers)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, Protocol
 
 import numpy as np
@@ -106,6 +106,8 @@ class TrainingSession:
     gathers_in_graph: bool   # the graph's input is row numbers, gathered by GET_ROWS
     labels_per_epoch: bool   # labels are put in batch order once per epoch (else gathered per batch)
     weighted: bool = False   # the label rows end with the sample's weight; the loss is fit's own (losses.py)
+    # the graph's step inputs (dropout masks), filled anew for every physical batch
+    step_writers: dict[str, BatchWriter] = field(default_factory=dict)
 
     @classmethod
     def create(cls, network: Network, session: Session, x: np.ndarray, targets: np.ndarray | None, loss: str,
@@ -136,7 +138,7 @@ class TrainingSession:
         in_graph = gather != "host" and main.is_cpu and n < 2**31  # row numbers are int32
         store = network.params_on(main)
         graph = ForwardGraph(network, store, physical, rows_of=dataset.data_tensor if in_graph else None,
-                             labels_width=width if weighted else None)
+                             labels_width=width if weighted else None, training=True)
         outputs = graph.outputs
         if weighted:
             assert graph.labels is not None  # made for labels_width
@@ -155,7 +157,8 @@ class TrainingSession:
         return cls(dataset, graph, scheduler, opt_ctx, Result(),
                    BatchWriter(graph.inputs, (physical,) if in_graph else (physical, ne_x)),
                    BatchWriter(labels, (physical, width)) if labels is not None else None, in_graph,
-                   gather != "host", weighted)
+                   gather != "host", weighted,
+                   {key: BatchWriter(t.ptr, t.shape) for key, t in graph.step_inputs.items()})
 
     def read_state(self, optimizer: Optimizer) -> OptimizerState:
         """The optimizer state between steps: ggml-opt's iteration and AdamW moments, the step count."""
