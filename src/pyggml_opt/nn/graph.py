@@ -25,13 +25,16 @@ class ForwardGraph:
     their outputs are then copied into the static buffer too, where ``output()`` reads them after each
     evaluation (ggml-opt computes a copy of a static graph, whose other nodes' memory it reuses).
     With ``training`` (static graphs only) the network's step inputs (``Network.step_inputs``: dropout
-    masks) are allocated there too, as ``step_inputs``, and passed to its ``forward``.
+    masks) are allocated there too, as ``step_inputs``, and passed to its ``forward``. ``constants``
+    (name -> array; static graphs only) become tensors of that value in the static buffer, for graph
+    code after the network (a loss's one-hot table).
     Allocation-based (``static=False``): the input is left for ggml-opt's scheduler to allocate; the
     graph is built for one evaluation (``ggml_opt_prepare_alloc``), so any batch size works.
     """
 
     def __init__(self, network: Network, store: ParamStore, batch: int, *, static: bool = True,
-                 rows_of: CData | None = None, labels_width: int | None = None, training: bool = False) -> None:
+                 rows_of: CData | None = None, labels_width: int | None = None, training: bool = False,
+                 constants: dict[str, np.ndarray] | None = None) -> None:
         self.batch = batch
         self.store = store
         self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE, grads=static)
@@ -40,13 +43,19 @@ class ForwardGraph:
         self.labels: Tensor | None = None
         assert network.input_shape is not None and network.output_shape is not None  # built by the caller
         shape = (batch, *network.input_shape)
-        if (labels_width is not None or training) and not static:
-            raise ValueError("labels_width and training need a static graph")
+        if (labels_width is not None or training or constants) and not static:
+            raise ValueError("labels_width, training and constants need a static graph")
         # the network's step inputs (dropout masks) exist in the training graph only
         step_shapes = network.step_inputs() if training else {}
         self.step_inputs: dict[str, Tensor] = {}
+        constants = constants or {}
+        self.constants: dict[str, Tensor] = {}
         if static:
-            self.ctx_static = Context(3 + len(step_shapes))
+            self.ctx_static = Context(3 + len(step_shapes) + len(constants))
+            for key, value in constants.items():
+                t = new_input(self.ctx_static, value.shape, key)
+                t.ctx = self.ctx_compute
+                self.constants[key] = t
             for key, sample_shape in step_shapes.items():
                 t = new_input(self.ctx_static, (batch, *sample_shape), key)
                 lib.ggml_set_input(t.ptr)
@@ -80,9 +89,11 @@ class ForwardGraph:
             out = cont(out)
         if self.labels is not None:
             assert self.ctx_static is not None  # labels are static inputs (checked above)
-            out = Tensor(lib.ggml_cont(self.ctx_static.ptr, out.ptr), self.ctx_compute, self.ctx_static, 2)
+            out = Tensor(lib.ggml_cont(self.ctx_static.ptr, out.ptr), self.ctx_compute, self.ctx_static, out.ndim)
         if self.ctx_static is not None:
             self.buf_static = Buffer(self.ctx_static, store.backend)
+            for key, value in constants.items():
+                tensor_data.set(self.constants[key].ptr, value)
         self.out = out
         self.outputs = out.ptr
         lib.ggml_set_name(self.outputs, b"outputs")
@@ -98,7 +109,7 @@ class ForwardGraph:
 
     def output(self) -> np.ndarray:
         """The outputs of the last evaluation, (batch, *output_shape)."""
-        return tensor_data.get(self.outputs, 2)
+        return tensor_data.get(self.outputs, self.out.ndim)
 
     def close(self) -> None:
         for owner in (self.buf_static, self.ctx_static, self.ctx_compute):

@@ -71,7 +71,8 @@ class Layer:
 
 
 class Linear(Layer):
-    """y = x W^T + b: (in_features,) -> (out_features,). ``weight`` (out, in), ``bias`` (out,)."""
+    """y = x W^T + b: (in_features,) -> (out_features,), or each step of a sequence (T, in_features) ->
+    (T, out_features). ``weight`` (out, in), ``bias`` (out,)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, name: str | None = None) -> None:
         super().__init__(name)
@@ -80,12 +81,13 @@ class Linear(Layer):
         self.bias = bool(bias)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        if tuple(input_shape) != (self.in_features,):
-            self._fail(input_shape, f"({self.in_features},); add Flatten() before it for images")
+        if not input_shape or input_shape[-1] != self.in_features or len(input_shape) > 2:
+            self._fail(input_shape, f"({self.in_features},), or (steps, {self.in_features}) for a sequence; add "
+                                    "Flatten() before it for images")
         self.param_shapes = {"weight": (self.out_features, self.in_features)}
         if self.bias:
             self.param_shapes["bias"] = (self.out_features,)
-        return (self.out_features,)
+        return (*input_shape[:-1], self.out_features)
 
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return uniform_init(rng, shape, self.in_features)

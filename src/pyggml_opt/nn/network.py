@@ -115,9 +115,9 @@ class Network:
         shapes, out = self._build_shapes(input_shape)
         for name in shapes:
             check_param_name(name)
-        if len(out) != 1:
-            raise ValueError(f"the model's output must be (batch, features), got per-sample shape {out}; "
-                             "end it with Flatten() or Linear(...)")
+        if len(out) not in (1, 2):
+            raise ValueError(f"the model's output must be (batch, features), or (batch, steps, features) for a "
+                             f"sequence, got per-sample shape {out}; end it with Flatten() or Linear(...)")
         self.check_not_busy("build")
         self.input_shape, self.output_shape, self.param_shapes = input_shape, out, shapes
         self._drop_store()

@@ -344,6 +344,12 @@ def embedding(ids: Tensor, table: Tensor) -> Tensor:
     return wrap(lib.ggml_reshape_3d(ctx, rows.ptr, table.shape[1], steps, n), rows, ndim=3)
 
 
+def to_int32(a: Tensor) -> Tensor:
+    """Float values as int32 (ggml_cast): ids that travelled as floats. No gradient flows through it."""
+    check_tensor("a", a)
+    return wrap(lib.ggml_cast(graph_context(a).ptr, a.ptr, lib.GGML_TYPE_I32), a)
+
+
 def columns(a: Tensor, start: int, stop: int) -> Tensor:
     """a[:, start:stop] of a (n, k) tensor, as a contiguous copy."""
     check_tensor("a", a)

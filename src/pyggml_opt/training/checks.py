@@ -66,7 +66,8 @@ def check_loss(loss: str) -> str:
 
 
 def targets(model: Network, y: ArrayLike | None, n: int, loss: str, name: str = "y") -> np.ndarray | None:
-    """Targets as float32 rows (n, n_out); None for the 'mean' and 'sum' losses (no labels)."""
+    """Targets as float32 rows (n, n_out); None for the 'mean' and 'sum' losses (no labels). For a
+    model with sequence outputs (T, V): token ids (n, T) in [0, V), as float32 (exact below 2^24)."""
     assert model.output_shape is not None  # built by the caller
     n_out = model.output_shape[0]
     if loss in ("mean", "sum"):
@@ -74,6 +75,8 @@ def targets(model: Network, y: ArrayLike | None, n: int, loss: str, name: str = 
     arr = as_number_array(name, y)
     if arr.shape[0] != n:
         raise ValueError(f"x and {name} have different lengths: {n} and {arr.shape[0]}")
+    if len(model.output_shape) == 2:
+        return token_targets(arr, model.output_shape, loss, name)
     if loss == "cross_entropy" and arr.ndim == 1:
         if arr.dtype.kind == "f":
             if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
@@ -98,6 +101,22 @@ def targets(model: Network, y: ArrayLike | None, n: int, loss: str, name: str = 
     if loss == "binary_cross_entropy" and ((arr < 0).any() or (arr > 1).any()):
         raise ValueError(f"{name}: binary_cross_entropy targets must be in [0, 1] (labels 0 / 1 or probabilities)")
     return arr
+
+
+def token_targets(arr: np.ndarray, output_shape: tuple[int, ...], loss: str, name: str) -> np.ndarray:
+    """Token ids (n, T) for a model whose outputs are (T, V) logits per sample."""
+    steps, vocab = output_shape
+    if loss != "cross_entropy":
+        raise ValueError(f"a model with sequence outputs {output_shape} trains with loss='cross_entropy' on "
+                         f"token ids, got {loss!r}")
+    if arr.shape[1:] != (steps,):
+        raise ValueError(f"{name} must hold token ids of shape (n, {steps}) for outputs of shape {output_shape}, "
+                         f"got {arr.shape}")
+    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or (arr != np.round(arr)).any()):
+        raise ValueError(f"{name}: token ids must be integers")
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab):
+        raise ValueError(f"{name}: token ids must be in [0, {vocab}), got range [{arr.min()}, {arr.max()}]")
+    return arr.astype(np.float32)
 
 
 def sample_weights(sample_weight: ArrayLike | None, class_weight: dict | None, t: np.ndarray | None,

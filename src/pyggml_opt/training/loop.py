@@ -230,7 +230,10 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
     n = x.shape[0]
     t = targets(model, y, n, loss)
     weights = sample_weights(sample_weight, class_weight, t, n, loss)
-    if weights is None and loss in OWN_LOSSES:
+    assert model.output_shape is not None  # built above
+    if len(model.output_shape) == 2 and class_weight is not None:
+        raise ValueError("class_weight is for models with one class per sample, not sequence outputs")
+    if weights is None and (loss in OWN_LOSSES or len(model.output_shape) == 2):
         weights = np.ones(n)  # fit's own loss graph reads a weight column
     n_train = n - int(n * validation_split)
     if n_train < 1:

@@ -12,6 +12,9 @@ Each per-sample loss is the mean over the outputs of the element-wise loss (PyTo
 ``reduction="mean"`` over a batch of such rows), except cross-entropy, summed over the classes:
   - mae: |o - y|;  huber (delta 1, PyTorch's HuberLoss): d^2 / 2 for |d| < 1, else |d| - 1/2;
   - binary_cross_entropy: on logits, log(1 + exp(o)) - y o (PyTorch's BCEWithLogitsLoss), y in [0, 1].
+Sequence outputs (n, T, V) with token ids (n, T) take cross-entropy per token, averaged over the tokens
+of a sample (all samples have T tokens: the mean over every token, PyTorch's cross_entropy), always
+through this graph: one-hot rows of every token would not fit a dataset.
 """
 from __future__ import annotations
 
@@ -44,9 +47,19 @@ def per_sample_loss(outputs: Tensor, y: Tensor, loss: str) -> Tensor:
     raise ValueError(f"fit's own loss graph takes one of the losses {WEIGHTED_LOSSES}, got {loss!r}")
 
 
-def weighted_loss(outputs: Tensor, labels: Tensor, loss: str) -> Tensor:
+def weighted_loss(outputs: Tensor, labels: Tensor, loss: str, one_hot: Tensor | None = None) -> Tensor:
     """Per-sample weighted losses (n, 1) of ``outputs`` (n, k) against ``labels`` (n, k + 1): the
-    targets, then each sample's weight (already divided by its step's sum)."""
+    targets, then each sample's weight (already divided by its step's sum). For sequence outputs
+    (n, T, V) the labels are (n, T + 1): token ids, then the weight, and ``one_hot`` is the identity
+    (V, V) that turns ids into one-hot rows (cross-entropy only)."""
+    if outputs.ndim == 3:
+        n, steps, vocab = outputs.shape
+        ids, w = ops.to_int32(ops.columns(labels, 0, steps)), ops.columns(labels, steps, steps + 1)
+        if one_hot is None or loss != "cross_entropy":
+            raise ValueError(f"sequence outputs take loss='cross_entropy' (per token), got {loss!r}")
+        targets = ops.reshape(ops.embedding(ids, one_hot), n * steps, vocab)
+        per_token = per_sample_loss(ops.reshape(outputs, n * steps, vocab), targets, loss)
+        return ops.mul(ops.mean(ops.reshape(per_token, n, steps)), w)
     n, k = outputs.shape
     y, w = ops.columns(labels, 0, k), ops.columns(labels, k, k + 1)
     return ops.mul(per_sample_loss(outputs, y, loss), w)

@@ -57,7 +57,10 @@ class HostAccuracy:
         self.correct = self.seen = 0
 
     def add(self, outputs: np.ndarray, targets: np.ndarray) -> None:
-        if self.loss == "cross_entropy":
+        if self.loss == "cross_entropy" and outputs.ndim == 3:   # token ids (n, T) against (n, T, V)
+            self.correct += int((outputs.argmax(axis=-1) == targets).sum())
+            self.seen += targets.size
+        elif self.loss == "cross_entropy":
             self.correct += int((outputs.argmax(axis=1) == targets.argmax(axis=1)).sum())
             self.seen += outputs.shape[0]
         elif self.loss == "binary_cross_entropy":
@@ -87,7 +90,13 @@ def softmax(z: np.ndarray) -> np.ndarray:
 def loss_and_accuracy(outputs: np.ndarray, targets: np.ndarray | None, loss: str) -> tuple[float, float, float, float]:
     """(loss, loss_unc, accuracy, accuracy_unc) over samples, as ggml-opt defines them."""
     n = outputs.shape[0]
-    if loss == "cross_entropy":
+    if loss == "cross_entropy" and outputs.ndim == 3:
+        assert targets is not None  # token ids (n, T)
+        ids = targets.astype(np.int64)
+        token = -np.take_along_axis(log_softmax(outputs.astype(np.float64)), ids[..., None], axis=-1)[..., 0]
+        per = token.mean(axis=1)   # every sample has T tokens: the mean of these is the mean per token
+        acc, acc_unc = accuracy_of(int((outputs.argmax(axis=-1) == ids).sum()), ids.size)
+    elif loss == "cross_entropy":
         assert targets is not None  # None only for the losses without labels
         per = -(targets * log_softmax(outputs)).sum(axis=1)
         acc, acc_unc = accuracy_of(int((outputs.argmax(axis=1) == targets.argmax(axis=1)).sum()), n)

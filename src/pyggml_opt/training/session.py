@@ -118,7 +118,8 @@ class TrainingSession:
         "graph", "host" or "auto" (see ``fit``). ``weights``: one per sample, for a weighted loss."""
         assert network.input_shape is not None and network.output_shape is not None  # built by fit
         n, ne_x = x.shape[0], int(np.prod(network.input_shape))
-        n_out = network.output_shape[0]
+        # a label row: the targets (one per output, or a token id per step for sequence outputs)
+        n_out = targets.shape[1] if targets is not None else network.output_shape[0]
         weighted = weights is not None
         width = n_out + weighted
         dataset = Dataset(ne_x, width if targets is not None else 0, n,
@@ -137,12 +138,15 @@ class TrainingSession:
                              f"got {main.device_name}")
         in_graph = gather != "host" and main.is_cpu and n < 2**31  # row numbers are int32
         store = network.params_on(main)
+        # sequence outputs (T, V): token ids become one-hot rows in the graph, through this table
+        one_hot = {"one_hot": np.eye(network.output_shape[1], dtype=np.float32)} \
+            if weighted and len(network.output_shape) == 2 else None
         graph = ForwardGraph(network, store, physical, rows_of=dataset.data_tensor if in_graph else None,
-                             labels_width=width if weighted else None, training=True)
+                             labels_width=width if weighted else None, training=True, constants=one_hot)
         outputs = graph.outputs
         if weighted:
             assert graph.labels is not None  # made for labels_width
-            outputs = weighted_loss(graph.out, graph.labels, loss).ptr
+            outputs = weighted_loss(graph.out, graph.labels, loss, graph.constants.get("one_hot")).ptr
         store.mark_trainable()
         check_backward(outputs)
         scheduler = Scheduler(session.scheduler.backends)
