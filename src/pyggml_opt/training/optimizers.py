@@ -15,7 +15,7 @@ from ..checks import check_number
 LearningRate = Union[float, Callable[[int], float]]
 
 
-def _check_lr(name: str, value: object) -> float:
+def check_lr(name: str, value: object) -> float:
     """A learning rate: > 0 and still > 0 and finite as the float32 ggml-opt receives (a smaller value
     becomes 0.0 there, and ggml-opt aborts on alpha <= 0)."""
     v = check_number(name, value, 0.0, math.inf, lo_open=True)
@@ -38,7 +38,7 @@ class Optimizer:
         if callable(lr):
             self.schedule, self.lr = lr, None
         else:
-            self.schedule, self.lr = None, _check_lr("lr", lr)
+            self.schedule, self.lr = None, check_lr("lr", lr)
         self.weight_decay = check_number("weight_decay", weight_decay, 0.0, 1.0)
         self.step = 0
         self._pending: BaseException | None = None
@@ -53,7 +53,7 @@ class Optimizer:
             value = self.schedule(self.step)
         except Exception as exc:  # noqa: BLE001 - reported after the C call returns
             raise ValueError(f"learning-rate schedule failed at step {self.step}: {exc!r}") from exc
-        return _check_lr(f"learning rate from the schedule at step {self.step}", value)
+        return check_lr(f"learning rate from the schedule at step {self.step}", value)
 
     def c_params(self) -> CData:
         """``struct ggml_opt_optimizer_params`` for this step; never raises (called from C)."""
@@ -100,7 +100,7 @@ class Optimizer:
             raise ValueError("this optimizer's learning rate is a schedule (a callable), which cannot be "
                              "scaled; use a constant lr with ReduceLROnPlateau")
         assert self.lr is not None  # set whenever there is no schedule
-        self.lr = _check_lr("lr", max(self.lr * factor, min_lr))
+        self.lr = check_lr("lr", max(self.lr * factor, min_lr))
         return self.lr
 
 

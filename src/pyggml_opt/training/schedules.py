@@ -10,14 +10,11 @@ from __future__ import annotations
 import math
 
 from ..checks import check_int, check_number
+from .optimizers import check_lr
 
 # The smallest rate a schedule returns: ggml-opt takes rates > 0 only (as float32), so a decay ends here
 # instead of at 0.
 MIN_RATE = 1e-12
-
-
-def _check_lr(name: str, value: float) -> float:
-    return check_number(name, value, 0.0, math.inf, lo_open=True)
 
 
 class WarmupCosine:
@@ -26,7 +23,7 @@ class WarmupCosine:
     with (PyTorch: LinearLR then CosineAnnealingLR)."""
 
     def __init__(self, lr: float, total_steps: int, warmup_steps: int = 0, min_lr: float = 0.0) -> None:
-        self.lr = _check_lr("lr", lr)
+        self.lr = check_lr("lr", lr)
         self.total_steps = check_int("total_steps", total_steps)
         self.warmup_steps = check_int("warmup_steps", warmup_steps, 0)
         if self.warmup_steps >= self.total_steps:
@@ -48,7 +45,7 @@ class StepDecay:
     """``lr * gamma ** (step // step_size)`` (PyTorch's StepLR, counted in optimizer steps)."""
 
     def __init__(self, lr: float, step_size: int, gamma: float = 0.1) -> None:
-        self.lr = _check_lr("lr", lr)
+        self.lr = check_lr("lr", lr)
         self.step_size = check_int("step_size", step_size)
         self.gamma = check_number("gamma", gamma, 0.0, 1.0, lo_open=True)
 
@@ -63,7 +60,7 @@ class ExponentialDecay:
     """``lr * gamma ** step`` (PyTorch's ExponentialLR, counted in optimizer steps)."""
 
     def __init__(self, lr: float, gamma: float) -> None:
-        self.lr = _check_lr("lr", lr)
+        self.lr = check_lr("lr", lr)
         self.gamma = check_number("gamma", gamma, 0.0, 1.0, lo_open=True)
 
     def __call__(self, step: int) -> float:
