@@ -7,9 +7,9 @@ Four patterns in the package make objects at import time that static analysis se
   docstring;
 - ``fit = _method(fit)`` in ``Model`` (``models/model.py``): a method with the function's docstring
   and signature, its first parameter named ``self``;
-- ``ReLU = _activation("ReLU", F.relu, "doc")`` (``nn/layers.py``): a ``Layer`` subclass with that
+- ``ReLU = _activation("ReLU", F.relu, "doc")`` (``nn/layers/activations.py``): a ``Layer`` subclass with that
   docstring;
-- ``relu = _unary("ggml_relu")`` (``nn/ops.py``): a function ``relu(a: Tensor) -> Tensor`` with the
+- ``relu = _unary("ggml_relu")`` (``nn/ops/tensor.py``): a function ``relu(a: Tensor) -> Tensor`` with the
   docstring ``_unary`` gives it.
 
 Each rule only fills in what the code does at import time; nothing in the package depends on this file.
@@ -26,8 +26,8 @@ import griffe
 
 PKG = "pyggml_opt"
 METHOD_FACTORY = f"{PKG}.models.model._method"
-ACTIVATION_FACTORY = f"{PKG}.nn.layers._activation"
-UNARY_FACTORY = f"{PKG}.nn.ops._unary"
+ACTIVATION_FACTORY = f"{PKG}.nn.layers.activations._activation"
+UNARY_FACTORY = f"{PKG}.nn.ops.tensor._unary"
 SPHINX_ROLE = re.compile(r":(?:func|meth|class|data|attr|mod|obj):`~?([^`]+)`")
 
 

@@ -13,7 +13,7 @@ from .._lib import CData, c_str, ffi, lib
 from ..core import Dataset, OptContext, Result, Scheduler, find_device
 from ..core import tensor_data
 from ..nn import ForwardGraph, Network, ParamStore, Tensor, check_backward
-from ..nn.ops import INPUT_TYPES
+from ..nn.ops.tensor import INPUT_TYPES
 from ..saving import OptimizerState
 from .batching import BatchWriter
 from .losses import weighted_loss

@@ -1,0 +1,24 @@
+"""Layers for ``Sequential``: each declares its parameters and maps an input Tensor to an output.
+
+A layer's shapes exclude the batch axis. ``output_shape(input_shape)`` validates the input shape and
+is called when the model is built, so a mismatch is a ValueError naming the layer, never a ggml abort.
+Parameters are created by the model; ``init(pname, shape, rng)`` gives their initial values (PyTorch's
+defaults: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases). ``get_config()`` returns the
+constructor arguments and ``from_config`` rebuilds the layer; each class is registered by name
+(``registry.py``) from this package's ``__all__``, so adding a layer to one of its modules (by kind)
+and to ``__all__`` is all a saved model needs to know about it."""
+from .base import Layer
+from .dense import Dropout, Embedding, Flatten, Linear, Reshape
+from .conv import AvgPool2d, Conv1d, Conv2d, GlobalAveragePooling1D, GlobalAveragePooling2D, MaxPool2d
+from .activations import GELU, ReLU, SiLU, Sigmoid, Softmax, Tanh
+from .norm import LayerNorm, RMSNorm
+from .attention import MultiHeadAttention
+from ..registry import register
+
+__all__ = ['AvgPool2d', 'Conv1d', 'Conv2d', 'Dropout', 'Embedding', 'Flatten', 'GELU', 'GlobalAveragePooling1D',
+           'GlobalAveragePooling2D', 'Layer', 'LayerNorm', 'Linear', 'MaxPool2d', 'MultiHeadAttention', 'RMSNorm',
+           'ReLU', 'Reshape', 'SiLU', 'Sigmoid', 'Softmax', 'Tanh']
+
+for _name in __all__:
+    if _name != "Layer":
+        register(globals()[_name])

@@ -1,0 +1,132 @@
+"""Layers on feature vectors and their shapes: Linear, Embedding, Dropout, Flatten, Reshape."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ...checks import check_int, check_number
+from .. import ops as F
+from ..ops import Tensor
+from ..params import uniform_init
+from ..shapes import MAX_SAMPLE_AXES
+from .base import Layer
+
+
+class Linear(Layer):
+    """y = x W^T + b: (in_features,) -> (out_features,), or each step of a sequence (T, in_features) ->
+    (T, out_features). ``weight`` (out, in), ``bias`` (out,)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, name: str | None = None) -> None:
+        super().__init__(name)
+        self.in_features = check_int("in_features", in_features)
+        self.out_features = check_int("out_features", out_features)
+        self.bias = bool(bias)
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if not input_shape or input_shape[-1] != self.in_features or len(input_shape) > 2:
+            self._fail(input_shape, f"({self.in_features},), or (steps, {self.in_features}) for a sequence; add "
+                                    "Flatten() before it for images")
+        self.param_shapes = {"weight": (self.out_features, self.in_features)}
+        if self.bias:
+            self.param_shapes["bias"] = (self.out_features,)
+        return (*input_shape[:-1], self.out_features)
+
+    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return uniform_init(rng, shape, self.in_features)
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        return F.linear(x, params["weight"], params.get("bias"))
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "in_features": self.in_features, "out_features": self.out_features, "bias": self.bias}
+
+
+class Embedding(Layer):
+    """Token ids (T,) -> their vectors (T, embedding_dim): row ``id`` of ``weight`` (num_embeddings,
+    embedding_dim), initialised N(0, 1) as in PyTorch. Takes int arrays of ids in [0, num_embeddings);
+    it must be a model's first layer."""
+
+    input_dtype = "int32"
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, name: str | None = None) -> None:
+        super().__init__(name)
+        self.num_embeddings = check_int("num_embeddings", num_embeddings)
+        self.embedding_dim = check_int("embedding_dim", embedding_dim)
+        self.param_shapes = {"weight": (self.num_embeddings, self.embedding_dim)}
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(input_shape) != 1:
+            self._fail(input_shape, "a sequence of ids (T,)")
+        return (input_shape[0], self.embedding_dim)
+
+    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    def check_input(self, x: np.ndarray) -> None:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0 or hi >= self.num_embeddings:
+            raise ValueError(f"token ids must be in [0, {self.num_embeddings}) for {self!r}, got range [{lo}, {hi}]")
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        return F.embedding(x, params["weight"])
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim}
+
+
+class Dropout(Layer):
+    """Zeroes each value with probability ``rate`` during training and scales the others by
+    1 / (1 - rate); the identity in predict, evaluate and validation (PyTorch's Dropout). ggml has no
+    random numbers: fit draws a new mask for every training step from a generator seeded by fit's
+    ``seed`` and the epoch (so resuming from a checkpoint draws the same masks)."""
+
+    def __init__(self, rate: float = 0.5, name: str | None = None) -> None:
+        super().__init__(name)
+        self.rate = check_number("rate", rate, 0.0, 1.0, hi_open=True)
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        self.step_inputs = {"mask": tuple(input_shape)} if self.rate > 0 else {}
+        return input_shape
+
+    def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        keep = rng.random(shape, dtype=np.float32) >= self.rate
+        return keep.astype(np.float32) / np.float32(1.0 - self.rate)
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        return F.mul(x, params["mask"]) if "mask" in params else x
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "rate": self.rate}
+
+
+class Flatten(Layer):
+    """(d1, d2, ...) -> (d1*d2*...,), in numpy (C) order, as torch.nn.Flatten."""
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return (int(np.prod(input_shape)),)
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        return F.flatten(x)
+
+
+class Reshape(Layer):
+    """Reshape each sample to ``shape`` (batch axis excluded), e.g. Reshape((1, 28, 28)) for flat pixel rows."""
+
+    def __init__(self, shape: Sequence[int], name: str | None = None) -> None:
+        super().__init__(name)
+        self.shape = tuple(check_int("shape entries", s) for s in shape)
+        if not 1 <= len(self.shape) <= MAX_SAMPLE_AXES:
+            raise ValueError(f"Reshape: shape must have 1 to {MAX_SAMPLE_AXES} entries (batch axis excluded), "
+                             f"got {self.shape}")
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if int(np.prod(input_shape)) != int(np.prod(self.shape)):
+            self._fail(input_shape, f"{int(np.prod(self.shape))} values per sample to reshape into {self.shape}")
+        return self.shape
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        return F.reshape(x, x.shape[0], *self.shape)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "shape": list(self.shape)}

@@ -1,0 +1,102 @@
+"""Ops that move elements around: reshape, permute, column slices, and rows picked by id."""
+from __future__ import annotations
+
+from ..._lib import c_str, lib
+from ...core.tensor_data import ne_of
+from .tensor import Tensor, check_tensor, cont, graph_context, wrap
+
+
+def reshape(a: Tensor, *shape: int) -> Tensor:
+    """The same elements with numpy-order ``shape`` (at most 4 dims; one entry may be -1)."""
+    check_tensor("a", a)
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    n = lib.ggml_nelements(a.ptr)
+    dims = [int(s) for s in shape]
+    if dims.count(-1) > 1 or any(s < -1 or s == 0 for s in dims):
+        raise ValueError(f"reshape: invalid shape {tuple(dims)}")
+    if -1 in dims:
+        known = 1
+        for s in dims:
+            known *= s if s != -1 else 1
+        if n % known:
+            raise ValueError(f"reshape: cannot reshape {a.shape} into {tuple(dims)}")
+        dims[dims.index(-1)] = n // known
+    total = 1
+    for s in dims:
+        total *= s
+    if total != n:
+        raise ValueError(f"reshape: cannot reshape {a.shape} ({n} elements) into {tuple(dims)}")
+    if not lib.ggml_is_contiguous(a.ptr):
+        a = cont(a)
+    ne = ne_of(tuple(dims))
+    ctx = graph_context(a).ptr
+    return wrap(lib.ggml_reshape_4d(ctx, a.ptr, ne[0], ne[1], ne[2], ne[3]), a, ndim=len(dims))
+
+
+def permute(a: Tensor, *axes: int) -> Tensor:
+    """numpy.transpose semantics: result.shape[i] = a.shape[axes[i]], as a contiguous copy.
+
+    ggml_permute alone gives a strided view, and most ggml ops assert contiguous rows (some when the
+    graph is built, others only when it is computed or differentiated), so the view is copied here
+    (ggml_cont, differentiable) and no op of this module ever receives a non-contiguous tensor."""
+    check_tensor("a", a)
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    nd = a.ndim
+    if sorted(axes) != list(range(nd)):
+        raise ValueError(f"permute: axes {axes} are not a permutation of range({nd})")
+    k = lib.GGML_MAX_DIMS - nd
+    full = list(range(k)) + [k + ax for ax in axes]
+    pos = [0] * lib.GGML_MAX_DIMS
+    last = lib.GGML_MAX_DIMS - 1
+    for i, src in enumerate(full):
+        pos[last - src] = last - i
+    # The backward pass of PERMUTE hands `a` a strided view as gradient, and ggml_add (used to sum
+    # the gradients of a tensor with several users) asserts contiguous rows on it; RESHAPE's backward
+    # makes its gradient contiguous, so `a` goes through a same-shape reshape first.
+    src = a if lib.ggml_is_contiguous(a.ptr) else cont(a)
+    same = wrap(lib.ggml_reshape(graph_context(src).ptr, src.ptr, src.ptr), src)
+    return cont(wrap(lib.ggml_permute(graph_context(a).ptr, same.ptr, *pos), a))
+
+
+def columns(a: Tensor, start: int, stop: int) -> Tensor:
+    """a[:, start:stop] of a (n, k) tensor, as a contiguous copy."""
+    check_tensor("a", a)
+    if a.ndim != 2 or not 0 <= start < stop <= a.shape[1]:
+        raise ValueError(f"columns: cannot take columns [{start}, {stop}) of a tensor of shape {a.shape}")
+    p = a.ptr
+    view = lib.ggml_view_2d(graph_context(a).ptr, p, stop - start, a.shape[0], p.nb[1], start * p.nb[0])
+    return cont(wrap(view, a))
+
+
+def flatten(a: Tensor) -> Tensor:
+    """(n, d1, d2, ...) -> (n, d1*d2*...), in numpy (C) order."""
+    n = a.shape[0]
+    return reshape(a, n, -1)
+
+
+def embedding(ids: Tensor, table: Tensor) -> Tensor:
+    """Rows of ``table`` (vocab, dim) picked by the int32 ``ids`` (n, T): (n, T, dim).
+
+    GET_ROWS over the ids flattened to one axis: ggml's backward pass of GET_ROWS takes a 2-D table
+    and 1-D indices only. The ids get no gradient; the table gets the rows' gradients summed."""
+    check_tensor("ids", ids)
+    check_tensor("table", table)
+    if ids.ptr.type != lib.GGML_TYPE_I32 or ids.ndim != 2:
+        raise TypeError(f"embedding: ids must be an int32 (n, T) tensor, got a {ids.ndim}-D "
+                        f"{c_str(lib.ggml_type_name(ids.ptr.type))} tensor")
+    if table.ndim != 2:
+        raise ValueError(f"embedding: the table must be (vocab, dim), got shape {table.shape}")
+    n, steps = ids.shape
+    ctx = graph_context(ids, table).ptr
+    src = ids if lib.ggml_is_contiguous(ids.ptr) else cont(ids)
+    flat = wrap(lib.ggml_reshape_1d(ctx, src.ptr, n * steps), src, ndim=1)
+    rows = wrap(lib.ggml_get_rows(ctx, table.ptr, flat.ptr), flat, table, ndim=2)
+    return wrap(lib.ggml_reshape_3d(ctx, rows.ptr, table.shape[1], steps, n), rows, ndim=3)
+
+
+def to_int32(a: Tensor) -> Tensor:
+    """Float values as int32 (ggml_cast): ids that travelled as floats. No gradient flows through it."""
+    check_tensor("a", a)
+    return wrap(lib.ggml_cast(graph_context(a).ptr, a.ptr, lib.GGML_TYPE_I32), a)
