@@ -77,6 +77,25 @@ class CharTokenizer:
         return cls(config["chars"])
 
 
+def sliding_windows(ids: Sequence[int] | np.ndarray, context: int, stride: int | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """A language model's training pairs from one stream of token ids: windows ``x`` (n, context) of
+    ``context`` ids starting every ``stride`` ids (default ``context``: windows that do not overlap),
+    and ``y`` (n, context), the same windows one id later (the next id of every step). Both int32;
+    n = (len(ids) - context - 1) // stride + 1."""
+    a = np.asarray(ids)
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+        raise TypeError(f"ids must be a 1-D sequence of int token ids, got shape {a.shape} and dtype {a.dtype}")
+    for name, value in (("context", context), ("stride", context if stride is None else stride)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    step = int(context if stride is None else stride)
+    if a.size < context + 1:
+        raise ValueError(f"{a.size} ids make no window of context {context} plus the next id")
+    windows = np.lib.stride_tricks.sliding_window_view(a.astype(np.int32, copy=False), context + 1)[::step]
+    return np.ascontiguousarray(windows[:, :-1]), np.ascontiguousarray(windows[:, 1:])
+
+
 def fortune_categories(path: str | Path = DEBIAN_FORTUNES_DIR) -> list[str]:
     """The fortune files in ``path`` (those that have the ``.dat`` index the package ships beside them)."""
     folder = Path(path)

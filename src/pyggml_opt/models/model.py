@@ -9,7 +9,7 @@ from typing import Any, Callable, TypeVar, cast
 from .. import nn
 from ..nn import Network, register
 from ..saving import save
-from ..training import evaluate, fit, predict
+from ..training import evaluate, fit, generate, predict
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -29,12 +29,14 @@ def _method(fn: _F) -> _F:
 
 
 class Model(Network):
-    """A network with the training API: ``fit``, ``evaluate``, ``predict`` (``pyggml_opt.training``)
-    and ``save`` (``pyggml_opt.saving``). ``with model:`` frees its ggml memory at the end."""
+    """A network with the training API: ``fit``, ``evaluate``, ``predict``, ``generate`` (language
+    models; ``pyggml_opt.training``) and ``save`` (``pyggml_opt.saving``). ``with model:`` frees its ggml
+    memory at the end."""
 
     fit = _method(fit)
     evaluate = _method(evaluate)
     predict = _method(predict)
+    generate = _method(generate)
     save = _method(save)
 
 

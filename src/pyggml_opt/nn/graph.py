@@ -27,14 +27,16 @@ class ForwardGraph:
     With ``training`` (static graphs only) the network's step inputs (``Network.step_inputs``: dropout
     masks) are allocated there too, as ``step_inputs``, and passed to its ``forward``. ``constants``
     (name -> array; static graphs only) become tensors of that value in the static buffer, for graph
-    code after the network (a loss's one-hot table).
+    code after the network (a loss's one-hot table). ``readable`` (static graphs only) also keeps the
+    outputs in the static buffer, for ``output()`` after ggml-opt evaluated the graph (without
+    labels, for a forward-only context: generation).
     Allocation-based (``static=False``): the input is left for ggml-opt's scheduler to allocate; the
     graph is built for one evaluation (``ggml_opt_prepare_alloc``), so any batch size works.
     """
 
     def __init__(self, network: Network, store: ParamStore, batch: int, *, static: bool = True,
                  rows_of: CData | None = None, labels_width: int | None = None, training: bool = False,
-                 constants: dict[str, np.ndarray] | None = None) -> None:
+                 constants: dict[str, np.ndarray] | None = None, readable: bool = False) -> None:
         self.batch = batch
         self.store = store
         self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE, grads=static)
@@ -43,8 +45,8 @@ class ForwardGraph:
         self.labels: Tensor | None = None
         assert network.input_shape is not None and network.output_shape is not None  # built by the caller
         shape = (batch, *network.input_shape)
-        if (labels_width is not None or training or constants) and not static:
-            raise ValueError("labels_width, training and constants need a static graph")
+        if (labels_width is not None or training or constants or readable) and not static:
+            raise ValueError("labels_width, training, constants and readable need a static graph")
         # the network's step inputs (dropout masks) exist in the training graph only
         step_shapes = network.step_inputs() if training else {}
         self.step_inputs: dict[str, Tensor] = {}
@@ -87,8 +89,8 @@ class ForwardGraph:
             raise ValueError("the model's output must be float32")
         if not lib.ggml_is_contiguous(out.ptr):
             out = cont(out)
-        if self.labels is not None:
-            assert self.ctx_static is not None  # labels are static inputs (checked above)
+        if self.labels is not None or readable:
+            assert self.ctx_static is not None  # static (checked above)
             out = Tensor(lib.ggml_cont(self.ctx_static.ptr, out.ptr), self.ctx_compute, self.ctx_static, out.ndim)
         if self.ctx_static is not None:
             self.buf_static = Buffer(self.ctx_static, store.backend)

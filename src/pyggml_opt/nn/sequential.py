@@ -47,9 +47,15 @@ class Sequential(Network):
             shapes.update({f"{name}.{p}": s for p, s in layer.param_shapes.items()})
         return shapes, tuple(shape)
 
+    def _owner(self, name: str) -> tuple[Layer, str]:
+        """The layer of a parameter or step input ``<layer name>.<its own name>``, and that own name
+        (which has dots of its own in a Block: "3.attn.wq")."""
+        lname = max((n for n in self.layer_names if name.startswith(n + ".")), key=len)
+        return self.layers[self.layer_names.index(lname)], name[len(lname) + 1:]
+
     def _init_param(self, name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        lname, pname = name.rsplit(".", 1)
-        return self.layers[self.layer_names.index(lname)].init(pname, shape, rng)
+        layer, pname = self._owner(name)
+        return layer.init(pname, shape, rng)
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         for name, layer in zip(self.layer_names, self.layers):
@@ -63,8 +69,8 @@ class Sequential(Network):
                 for p, shape in layer.step_inputs.items()}
 
     def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        lname, p = name.rsplit(".", 1)
-        return self.layers[self.layer_names.index(lname)].fill_step_input(p, rng, shape)
+        layer, p = self._owner(name)
+        return layer.fill_step_input(p, rng, shape)
 
     def _summary_rows(self) -> list[SummaryRow]:
         # The shapes are recomputed layer by layer: the network keeps only its input and output shapes.

@@ -8,7 +8,7 @@ C++ tools), and how tensors differ from the model's own."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,16 +21,22 @@ def _same(name: str, value: np.ndarray) -> np.ndarray:
     return value
 
 
+def _no_metadata(model: Network) -> dict[str, object]:
+    return {}
+
+
 @dataclass(frozen=True)
 class FileFormat:
     """One value of ``general.architecture`` and what it means for a model's tensors."""
 
     architecture: str
     matches: Callable[[Network], bool]          # does this (built) model save in this layout?
-    build: Callable[[], Network]                # a model for a file of this layout
+    # a model for a file of this layout, given the file's key reader (``GGUFFile.get(key, default)``)
+    build: Callable[[Callable[[str, Any], Any]], Network]
     to_file: Callable[[str, np.ndarray], np.ndarray] = _same    # parameter -> file tensor
     from_file: Callable[[str, np.ndarray], np.ndarray] = _same  # file tensor -> parameter
     default_loss: str | None = None             # for files that do not say
+    metadata: Callable[[Network], dict[str, object]] = _no_metadata  # keys the layout writes (hyperparameters)
 
 
 _FORMATS: dict[str, FileFormat] = {}

@@ -43,6 +43,8 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         f.set("pyggml_opt.config", config)
         f.set("pyggml_opt.input_shape", json.dumps(list(model.input_shape)))
         f.set("pyggml_opt.loss", model.loss or "")
+        for key, value in (fmt.metadata(model) if fmt else {}).items():
+            f.set(key, value)
         for key, value in (extra or {}).items():
             f.set(key, value)
         for name, value in model.get_weights().items():
@@ -90,7 +92,7 @@ def load(path: str | os.PathLike[str]) -> Network:
             raise ValueError(f"{path!r} has no string 'general.architecture'; not a model file")
         fmt = format_named(arch)
         if fmt is not None:
-            model, loss = fmt.build(), f.get("pyggml_opt.loss") or fmt.default_loss
+            model, loss = fmt.build(f.get), f.get("pyggml_opt.loss") or fmt.default_loss
         elif arch == GENERIC:
             model, loss = _from_config(path, f), f.get("pyggml_opt.loss") or None
         else:

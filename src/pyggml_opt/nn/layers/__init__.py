@@ -8,17 +8,20 @@ constructor arguments and ``from_config`` rebuilds the layer; each class is regi
 (``registry.py``) from this package's ``__all__``, so adding a layer to one of its modules (by kind)
 and to ``__all__`` is all a saved model needs to know about it."""
 from .base import Layer
-from .dense import Dropout, Embedding, Flatten, Linear, Reshape
+from .dense import Dropout, Flatten, Linear, Reshape
+from .embedding import Embedding, PositionalEmbedding
 from .conv import AvgPool2d, Conv1d, Conv2d, GlobalAveragePooling1D, GlobalAveragePooling2D, MaxPool2d
 from .activations import GELU, ReLU, SiLU, Sigmoid, Softmax, Tanh
 from .norm import LayerNorm, RMSNorm
 from .attention import MultiHeadAttention
+from .block import Block
+from .transformer import TransformerBlock
 from ..registry import register
 
-__all__ = ['AvgPool2d', 'Conv1d', 'Conv2d', 'Dropout', 'Embedding', 'Flatten', 'GELU', 'GlobalAveragePooling1D',
-           'GlobalAveragePooling2D', 'Layer', 'LayerNorm', 'Linear', 'MaxPool2d', 'MultiHeadAttention', 'RMSNorm',
-           'ReLU', 'Reshape', 'SiLU', 'Sigmoid', 'Softmax', 'Tanh']
+__all__ = ['AvgPool2d', 'Block', 'Conv1d', 'Conv2d', 'Dropout', 'Embedding', 'Flatten', 'GELU', 'GlobalAveragePooling1D',
+           'GlobalAveragePooling2D', 'Layer', 'LayerNorm', 'Linear', 'MaxPool2d', 'MultiHeadAttention', 'PositionalEmbedding', 'RMSNorm',
+           'ReLU', 'Reshape', 'SiLU', 'Sigmoid', 'Softmax', 'Tanh', 'TransformerBlock']
 
 for _name in __all__:
-    if _name != "Layer":
+    if _name not in ("Layer", "Block"):
         register(globals()[_name])

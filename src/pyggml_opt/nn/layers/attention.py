@@ -14,14 +14,18 @@ class MultiHeadAttention(Layer):
     """Self-attention over a sequence: (T, dim) -> (T, dim) with ``n_heads`` heads of dim / n_heads,
     the query, key, value and output projections ``wq``, ``wk``, ``wv``, ``wo`` (dim, dim) with biases
     ``bq`` ... ``bo`` (dim,), and with ``causal`` (default) no step attending to a later one (a
-    language model's attention)."""
+    language model's attention). ``rope``: rotate queries and keys by their position (``ops.rope``,
+    rotary position embedding) instead of, or besides, learnt positions."""
 
-    def __init__(self, dim: int, n_heads: int, causal: bool = True, name: str | None = None) -> None:
+    def __init__(self, dim: int, n_heads: int, causal: bool = True, rope: bool = False,
+                 name: str | None = None) -> None:
         super().__init__(name)
         self.dim, self.n_heads = check_int("dim", dim), check_int("n_heads", n_heads)
         if self.dim % self.n_heads:
             raise ValueError(f"dim ({dim}) must be a multiple of n_heads ({n_heads})")
-        self.causal = bool(causal)
+        self.causal, self.rope = bool(causal), bool(rope)
+        if self.rope and (self.dim // self.n_heads) % 2:
+            raise ValueError(f"rope needs an even head size, got dim / n_heads = {self.dim // self.n_heads}")
         self.param_shapes = {f"{kind}{p}": (self.dim, self.dim) if kind == "w" else (self.dim,)
                              for p in "qkvo" for kind in "wb"}
 
@@ -38,12 +42,14 @@ class MultiHeadAttention(Layer):
         heads, d_head = self.n_heads, dim // self.n_heads
 
         def split(p: str) -> Tensor:  # (n, T, dim) -> (n, heads, T, d_head)
-            y = F.linear(x, params[f"w{p}"], params[f"b{p}"])
-            return F.permute(F.reshape(y, n, steps, heads, d_head), 0, 2, 1, 3)
+            y = F.reshape(F.linear(x, params[f"w{p}"], params[f"b{p}"]), n, steps, heads, d_head)
+            if self.rope and p in "qk":
+                y = F.rope(y)
+            return F.permute(y, 0, 2, 1, 3)
 
         out = F.attention(split("q"), split("k"), split("v"), self.causal)
         merged = F.reshape(F.permute(out, 0, 2, 1, 3), n, steps, dim)
         return F.linear(merged, params["wo"], params["bo"])
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "causal": self.causal}
+        return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "causal": self.causal, "rope": self.rope}

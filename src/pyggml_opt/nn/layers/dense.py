@@ -1,4 +1,4 @@
-"""Layers on feature vectors and their shapes: Linear, Embedding, Dropout, Flatten, Reshape."""
+"""Layers on feature vectors and their shapes: Linear, Dropout, Flatten, Reshape."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -40,39 +40,6 @@ class Linear(Layer):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "in_features": self.in_features, "out_features": self.out_features, "bias": self.bias}
-
-
-class Embedding(Layer):
-    """Token ids (T,) -> their vectors (T, embedding_dim): row ``id`` of ``weight`` (num_embeddings,
-    embedding_dim), initialised N(0, 1) as in PyTorch. Takes int arrays of ids in [0, num_embeddings);
-    it must be a model's first layer."""
-
-    input_dtype = "int32"
-
-    def __init__(self, num_embeddings: int, embedding_dim: int, name: str | None = None) -> None:
-        super().__init__(name)
-        self.num_embeddings = check_int("num_embeddings", num_embeddings)
-        self.embedding_dim = check_int("embedding_dim", embedding_dim)
-        self.param_shapes = {"weight": (self.num_embeddings, self.embedding_dim)}
-
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        if len(input_shape) != 1:
-            self._fail(input_shape, "a sequence of ids (T,)")
-        return (input_shape[0], self.embedding_dim)
-
-    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        return rng.standard_normal(shape).astype(np.float32)
-
-    def check_input(self, x: np.ndarray) -> None:
-        lo, hi = int(x.min()), int(x.max())
-        if lo < 0 or hi >= self.num_embeddings:
-            raise ValueError(f"token ids must be in [0, {self.num_embeddings}) for {self!r}, got range [{lo}, {hi}]")
-
-    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        return F.embedding(x, params["weight"])
-
-    def get_config(self) -> dict:
-        return {**super().get_config(), "num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim}
 
 
 class Dropout(Layer):

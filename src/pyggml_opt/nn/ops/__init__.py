@@ -5,16 +5,16 @@ Shapes are in numpy order (the batch axis first). Every op checks its arguments 
 gathers them in one namespace."""
 from .tensor import (Tensor, abs, check_tensor, graph_context, new_input, wrap, add, cont, div, exp, log, mul, neg,
                      relu, scale, silu, softplus, sqr, sqrt, sub)
-from .shape import columns, embedding, flatten, permute, reshape, to_int32
+from .shape import columns, embedding, flatten, permute, reshape, rows, to_int32
 from .reductions import mean, sum, sum_rows
 from .linalg import linear, mul_mat
 from .conv import conv_1d, conv_2d, pool_2d
 from .activations import gelu, log_softmax, sigmoid, softmax, tanh
 from .norm import layer_norm, rms_norm
-from .attention import attention, causal_mask
+from .attention import attention, causal_mask, padding_mask, rope
 
 __all__ = ['Tensor', 'abs', 'add', 'attention', 'causal_mask', 'check_tensor', 'columns', 'cont', 'conv_1d',
            'conv_2d', 'div', 'embedding', 'exp', 'flatten', 'gelu', 'graph_context', 'layer_norm', 'linear', 'log',
-           'log_softmax', 'mean', 'mul', 'mul_mat', 'neg', 'new_input', 'permute', 'pool_2d', 'relu', 'reshape',
-           'rms_norm', 'scale', 'sigmoid', 'silu', 'softmax', 'softplus', 'sqr', 'sqrt', 'sub', 'sum', 'sum_rows',
+           'log_softmax', 'mean', 'mul', 'mul_mat', 'neg', 'padding_mask', 'new_input', 'permute', 'pool_2d', 'relu', 'reshape',
+           'rms_norm', 'rope', 'rows', 'scale', 'sigmoid', 'silu', 'softmax', 'softplus', 'sqr', 'sqrt', 'sub', 'sum', 'sum_rows',
            'tanh', 'to_int32', 'wrap']

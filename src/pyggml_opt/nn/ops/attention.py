@@ -1,11 +1,12 @@
-"""Attention over sequences: causal masking and scaled dot-product attention."""
+"""Attention over sequences: causal and padding masks, rotary position embedding, scaled dot-product
+attention."""
 from __future__ import annotations
 
-from ..._lib import lib
+from ..._lib import ffi, lib
 from .activations import softmax
 from .linalg import mul_mat
 from .shape import permute
-from .tensor import Tensor, check_tensor, graph_context, scale, wrap
+from .tensor import Tensor, add, check_tensor, cont, graph_context, scale, wrap
 
 
 def causal_mask(a: Tensor) -> Tensor:
@@ -15,9 +16,14 @@ def causal_mask(a: Tensor) -> Tensor:
     return wrap(lib.ggml_diag_mask_inf(graph_context(a).ptr, a.ptr, 0), a)
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True) -> Tensor:
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, mask: Tensor | None = None) -> Tensor:
     """Scaled dot-product attention: q, k, v (n, heads, T, d_head) -> (n, heads, T, d_head),
-    softmax(q k^T / sqrt(d_head)) v, with future keys masked when ``causal``."""
+    softmax(q k^T / sqrt(d_head) + mask) v, with future keys masked when ``causal``.
+
+    ``mask`` (optional, no gradient flows into it) is added to the scores before the softmax: a
+    padding mask of shape (n, 1, 1, T) holding 0 for the keys to attend to and a large negative number
+    (``padding_mask`` gives -1e9) for padding. A query whose keys are all masked attends to them all
+    equally rather than giving NaN."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t)
         if t.ndim != 4:
@@ -25,5 +31,50 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True) -> Tensor:
     if not q.shape == k.shape == v.shape:
         raise ValueError(f"attention: q, k, v must have one shape, got {q.shape}, {k.shape}, {v.shape}")
     scores = scale(mul_mat(k, q), 1.0 / q.shape[3] ** 0.5)       # (n, heads, T_q, T_k)
+    if mask is not None:
+        check_tensor("mask", mask)
+        n, _, steps, _ = q.shape
+        if mask.shape not in ((n, 1, 1, steps), (n, 1, steps, steps), (1, 1, steps, steps)):
+            raise ValueError(f"attention: mask must be (n, 1, 1, T) or (n, 1, T, T) for q of shape {q.shape}, "
+                             f"got {mask.shape}")
+        scores = add(scores, mask)
     weights = softmax(causal_mask(scores) if causal else scores)
     return mul_mat(permute(v, 0, 1, 3, 2), weights)                 # (n, heads, T_q, d_head)
+
+
+def rope(x: Tensor, base: float = 10000.0) -> Tensor:
+    """Rotary position embedding of x (n, T, heads, d_head): each step t rotates the pairs of features
+    (i, i + d_head/2) by the angle t * base^(-2i/d_head) (the "rotate half" convention of GPT-NeoX and
+    of Hugging Face's LLaMA; ggml's NEOX mode). Positions are 0 .. T-1, made inside the graph, so the
+    op needs no input of its own; ggml differentiates ROPE."""
+    check_tensor("x", x)
+    if x.ndim != 4 or x.shape[3] % 2:
+        raise ValueError(f"rope: x must be (n, T, heads, d_head) with an even d_head, got shape {x.shape}")
+    if not base > 1.0:
+        raise ValueError(f"rope: base must be > 1, got {base}")
+    src = x if lib.ggml_is_contiguous(x.ptr) else cont(x)
+    ctx = graph_context(src).ptr
+    steps = src.shape[1]
+    positions = lib.ggml_cast(ctx, lib.ggml_arange(ctx, 0.0, float(steps), 1.0), lib.GGML_TYPE_I32)
+    return wrap(lib.ggml_rope_ext(ctx, src.ptr, positions, ffi.NULL, src.shape[3], lib.GGML_ROPE_TYPE_NEOX, 0,
+                                  float(base), 1.0, 0.0, 1.0, 0.0, 0.0), src)
+
+
+PAD_SCORE = -1e9  # added to a padding key's score: exp underflows to 0 (-inf would give NaN in 0 * -inf)
+
+
+def padding_mask(ids: Tensor, pad_id: int = 0) -> Tensor:
+    """The attention mask (n, 1, 1, T) of int32 ids (n, T): 0 where the id is a token, ``PAD_SCORE``
+    where it is ``pad_id``. Computed in the graph from the ids (no gradient)."""
+    check_tensor("ids", ids)
+    if ids.ptr.type != lib.GGML_TYPE_I32 or ids.ndim != 2:
+        raise TypeError(f"padding_mask: ids must be an int32 (n, T) tensor, got shape {ids.shape}")
+    ctx = graph_context(ids).ptr
+    n, steps = ids.shape
+    src = ids if lib.ggml_is_contiguous(ids.ptr) else cont(ids)
+    values = lib.ggml_cast(ctx, src.ptr, lib.GGML_TYPE_F32)
+    # |id - pad| - 1/2 is negative exactly at the padding (ids are integers); step() makes that 0 / 1
+    is_token = lib.ggml_step(ctx, lib.ggml_scale_bias(ctx, lib.ggml_abs(ctx, lib.ggml_scale_bias(
+        ctx, values, 1.0, -float(pad_id))), 1.0, -0.5))
+    mask = lib.ggml_scale_bias(ctx, is_token, -PAD_SCORE, PAD_SCORE)
+    return wrap(lib.ggml_reshape_4d(ctx, mask, steps, 1, 1, n), src, ndim=4)

@@ -70,6 +70,18 @@ def columns(a: Tensor, start: int, stop: int) -> Tensor:
     return cont(wrap(view, a))
 
 
+def rows(a: Tensor, start: int, stop: int, graph: Tensor | None = None) -> Tensor:
+    """a[start:stop] of a 2-D tensor, a view (whole rows are contiguous). ``graph``: any tensor of the
+    graph being built, when ``a`` is a parameter (parameters belong to no graph)."""
+    check_tensor("a", a)
+    if a.ndim != 2 or not 0 <= start < stop <= a.shape[0]:
+        raise ValueError(f"rows: cannot take rows [{start}, {stop}) of a tensor of shape {a.shape}")
+    p = a.ptr
+    ctx = graph_context(*(t for t in (a, graph) if t is not None))
+    view = lib.ggml_view_2d(ctx.ptr, p, p.ne[0], stop - start, p.nb[1], start * p.nb[1])
+    return Tensor(view, ctx, ctx, 2)
+
+
 def flatten(a: Tensor) -> Tensor:
     """(n, d1, d2, ...) -> (n, d1*d2*...), in numpy (C) order."""
     n = a.shape[0]

@@ -1,0 +1,104 @@
+"""``gpt``: a GPT-2 style causal language model, and its GGUF layout "pyggml-gpt".
+
+A file of this layout has ``general.architecture`` = "pyggml-gpt" and, as llama.cpp's files do for
+their architectures, the hyperparameters under that prefix:
+
+  pyggml-gpt.vocab_size            int   token ids are in [0, vocab_size)
+  pyggml-gpt.context_length        int   ids per sequence (the model's input is (context_length,))
+  pyggml-gpt.embedding_length      int   the model width (dim)
+  pyggml-gpt.block_count           int   transformer blocks
+  pyggml-gpt.attention.head_count  int   heads per attention layer
+  pyggml-gpt.positions             str   "learned" (GPT-2's position table) or "rope"
+  pyggml-gpt.dropout               float dropout rate of training (no effect on inference)
+
+Tensors are named as the model names its parameters: ``tok.weight`` (vocab_size, dim), ``pos.weight``
+(context_length, dim) for learned positions, ``blk<i>.ln1.weight`` / ``.bias``, ``blk<i>.attn.wq`` ...
+``bo``, ``blk<i>.ln2.*``, ``blk<i>.fc1.*`` / ``fc2.*`` (the MLP), ``ln_f.*``, ``head.weight`` (vocab_size,
+dim) / ``head.bias``; numpy shapes, float32. Any Sequential with the same layers saves in this layout.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..checks import check_choice, check_int, check_number
+from ..nn import Network, serialize
+from ..nn.layers import Dropout, Embedding, Layer, LayerNorm, Linear, PositionalEmbedding, TransformerBlock
+from ..saving import FileFormat, register_format
+from .model import Sequential
+
+ARCHITECTURE = "pyggml-gpt"
+POSITIONS = ("learned", "rope")
+
+
+def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dropout: float = 0.0,
+        positions: str = "learned") -> Sequential:
+    """A GPT-2 style language model: (n, context) int32 token ids -> (n, context, vocab_size) logits.
+
+    Token embedding, learnt positions (``positions="learned"``; or ``"rope"``: rotary embeddings in
+    every attention layer instead), dropout, ``n_layers`` pre-norm TransformerBlocks (causal
+    attention with ``n_heads`` heads, GELU MLP of 4 x dim), a final LayerNorm and an untied output
+    layer. Train it with ``loss="cross_entropy"`` on labels (n, context) (the next id of every step)
+    and sample from it with ``model.generate``.
+    """
+    vocab_size, context = check_int("vocab_size", vocab_size), check_int("context", context)
+    dim, n_layers, n_heads = check_int("dim", dim), check_int("n_layers", n_layers), check_int("n_heads", n_heads)
+    dropout = check_number("dropout", dropout, 0.0, 1.0, hi_open=True)
+    positions = check_choice("positions", positions, POSITIONS)
+    rope = positions == "rope"
+    layers: list[Layer] = [Embedding(vocab_size, dim, name="tok")]
+    if not rope:
+        layers.append(PositionalEmbedding(context, dim, name="pos"))
+    if dropout:
+        layers.append(Dropout(dropout, name="drop"))
+    layers += [TransformerBlock(dim, n_heads, dropout=dropout, rope=rope, name=f"blk{i}") for i in range(n_layers)]
+    layers += [LayerNorm(dim, name="ln_f"), Linear(dim, vocab_size, name="head")]
+    model = Sequential(layers, input_shape=(context,))
+    model.loss = "cross_entropy"
+    return model
+
+
+def hyperparameters(model: Network) -> dict[str, Any] | None:
+    """``gpt``'s arguments that rebuild ``model``'s architecture, or None if it is not a gpt."""
+    if not isinstance(model, Sequential) or not model.layers or not isinstance(model.layers[0], Embedding):
+        return None
+    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+    if not blocks or model.input_shape is None:
+        return None
+    first = blocks[0]
+    h = {"vocab_size": model.layers[0].num_embeddings, "context": model.input_shape[0], "dim": first.dim,
+         "n_layers": len(blocks), "n_heads": first.n_heads, "dropout": first.dropout,
+         "positions": "rope" if first.rope else "learned"}
+    try:
+        same = serialize(gpt(**h)) == serialize(model)
+    except ValueError:
+        return None
+    return h if same else None
+
+
+def _metadata(model: Network) -> dict[str, object]:
+    h = hyperparameters(model)
+    assert h is not None  # the format matched this model
+    p = ARCHITECTURE
+    return {f"{p}.vocab_size": h["vocab_size"], f"{p}.context_length": h["context"],
+            f"{p}.embedding_length": h["dim"], f"{p}.block_count": h["n_layers"],
+            f"{p}.attention.head_count": h["n_heads"], f"{p}.positions": h["positions"],
+            f"{p}.dropout": float(h["dropout"])}
+
+
+def _build(get: Callable[[str, Any], Any]) -> Network:
+    p = ARCHITECTURE
+    keys = {"vocab_size": "vocab_size", "context": "context_length", "dim": "embedding_length",
+            "n_layers": "block_count", "n_heads": "attention.head_count", "positions": "positions",
+            "dropout": "dropout"}
+    h = {arg: get(f"{p}.{key}", None) for arg, key in keys.items()}
+    missing = [f"{p}.{keys[a]}" for a, v in h.items() if v is None]
+    if missing:
+        raise ValueError(f"a {p} file needs the keys {missing}")
+    try:
+        return gpt(**h)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"corrupt {p} hyperparameters ({exc})") from None
+
+
+register_format(FileFormat(ARCHITECTURE, lambda m: hyperparameters(m) is not None, _build,
+                           default_loss="cross_entropy", metadata=_metadata))

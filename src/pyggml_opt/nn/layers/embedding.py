@@ -1,0 +1,67 @@
+"""Embeddings: token ids to vectors, and learnt positions added to a sequence."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...checks import check_int
+from .. import ops as F
+from ..ops import Tensor
+from .base import Layer
+
+
+class Embedding(Layer):
+    """Token ids (T,) -> their vectors (T, embedding_dim): row ``id`` of ``weight`` (num_embeddings,
+    embedding_dim), initialised N(0, 1) as in PyTorch. Takes int arrays of ids in [0, num_embeddings);
+    it must be a model's first layer."""
+
+    input_dtype = "int32"
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, name: str | None = None) -> None:
+        super().__init__(name)
+        self.num_embeddings = check_int("num_embeddings", num_embeddings)
+        self.embedding_dim = check_int("embedding_dim", embedding_dim)
+        self.param_shapes = {"weight": (self.num_embeddings, self.embedding_dim)}
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(input_shape) != 1:
+            self._fail(input_shape, "a sequence of ids (T,)")
+        return (input_shape[0], self.embedding_dim)
+
+    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    def check_input(self, x: np.ndarray) -> None:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0 or hi >= self.num_embeddings:
+            raise ValueError(f"token ids must be in [0, {self.num_embeddings}) for {self!r}, got range [{lo}, {hi}]")
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        return F.embedding(x, params["weight"])
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim}
+
+
+class PositionalEmbedding(Layer):
+    """Learnt absolute positions (GPT-2's): adds row t of ``weight`` (max_length, dim) to step t of a
+    sequence (T, dim), T <= max_length; initialised N(0, 0.02^2) as GPT-2 does."""
+
+    def __init__(self, max_length: int, dim: int, name: str | None = None) -> None:
+        super().__init__(name)
+        self.max_length = check_int("max_length", max_length)
+        self.dim = check_int("dim", dim)
+        self.param_shapes = {"weight": (self.max_length, self.dim)}
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(input_shape) != 2 or input_shape[1] != self.dim or input_shape[0] > self.max_length:
+            self._fail(input_shape, f"a sequence (T, {self.dim}) of at most max_length={self.max_length} steps")
+        return input_shape
+
+    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return (0.02 * rng.standard_normal(shape)).astype(np.float32)
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        return F.add(x, F.rows(params["weight"], 0, x.shape[1], graph=x))
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "max_length": self.max_length, "dim": self.dim}
