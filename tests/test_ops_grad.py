@@ -537,3 +537,21 @@ def test_reductions_of_a_strided_view(sched, op, ref):
 
     out, _, _ = run_graph(sched, fn, [a])
     np.testing.assert_allclose(out.reshape(-1), ref(a.T.astype(np.float64)).reshape(-1), rtol=1e-5)
+
+
+def test_padding_mask_hides_padded_keys(sched):
+    # row 0 has 3 tokens then padding (id 0), row 1 has none: its output must equal attention over the
+    # first 3 keys only, and no value may be NaN (a fully padded key set would still be finite)
+    ids = np.array([[3, 4, 5, 0, 0, 0], [1, 2, 3, 4, 5, 6]], np.float32)
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((2, 2, 6, 4)) for _ in range(3))
+
+    def fn(x, tq, tk, tv):
+        return ops.attention(tq, tk, tv, causal=False, mask=ops.padding_mask(ops.to_int32(x)))
+
+    got, shape, _ = run_graph(sched, fn, [ids, q, k, v])
+    assert shape == (2, 2, 6, 4)
+    for row, keep in ((0, 3), (1, 6)):
+        s = q[row] @ k[row, :, :keep].transpose(0, 2, 1) / 2.0
+        a = np.exp(s - s.max(-1, keepdims=True))
+        np.testing.assert_allclose(got[row], (a / a.sum(-1, keepdims=True)) @ v[row, :, :keep], rtol=0, atol=1e-5)
