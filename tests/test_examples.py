@@ -10,6 +10,7 @@ The accuracy bounds sit ~5 points below what seed 0 gives (the training is deter
 differ in rounding only, by ~0.1 point after 4 epochs in benchmarks/CPU_SPEED.md) and far above chance
 (10 %): full data, 1 epoch: MLP 79.6 %, CNN 71.5 %; the subset, 5 epochs: MLP 74.4 %, CNN 65.5 %.
 One thread each (the test machine's two cores are shared): MLP ~2 s, CNN ~15 s (full data) on 2 cores.
+The text example and the demo's GPT train on Debian's fortunes and must get below the unigram entropy.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import pyggml_opt as pgo
@@ -38,9 +40,12 @@ CASES = {
 }
 
 
+TEXT_EXAMPLES = ["char_gpt.py"]  # tested below on Debian's fortunes
+
+
 def test_every_example_is_tested():
     scripts = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
-    assert scripts == sorted(CASES), f"examples/ has {scripts}; add the new ones to tests/test_examples.py"
+    assert scripts == sorted([*CASES, *TEXT_EXAMPLES]), f"examples/ has {scripts}; add the new ones to tests/test_examples.py"
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +110,54 @@ def test_demo_on_the_bundled_subset(tmp_path):
     assert float(printed) >= 64.0, f"demo: test accuracy {printed} % after 3 epochs"  # seed 0 gives 69.9 %
     _, (x_test, y_test) = data.load_fashion_mnist_small(flatten=True)
     _check_saved(out, "mnist-fc", printed, x_test, y_test)
+
+
+@pytest.fixture(scope="module")
+def unigram_entropy():
+    """Nats per character of the fortunes' character frequencies: what a model that ignores the
+    context scores at best (3.30 nats). A language model must get below it."""
+    if not data.DEBIAN_FORTUNES_DIR.is_dir():
+        if REQUIRE:
+            pytest.fail("Debian's fortunes are not installed (apt-get install fortunes; PYGGML_OPT_REQUIRE_C_TESTS=1)")
+        pytest.skip("Debian's fortunes are not installed")
+    texts, _, _ = data.load_fortunes()
+    _, x, _ = data.char_windows(texts, 64)
+    p = np.bincount(x.ravel()) / x.size
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def _validation_loss(stdout: str) -> float:
+    found = re.findall(r"^validation:? loss ([0-9]+\.[0-9]+) nats per character", stdout, flags=re.M)
+    assert found, f"no validation loss in the output:\n{stdout[-3000:]}"
+    return float(found[-1])
+
+
+def test_char_gpt_learns_generates_and_round_trips(unigram_entropy, tmp_path):
+    out = tmp_path / "gpt.gguf"
+    # one layer of width 32, 150 steps of 32 windows of 32 characters at lr 3e-3: seed 0 gives a
+    # validation loss of 2.877 nats per character, well under the unigram entropy (3.30)
+    stdout = _run([str(EXAMPLES / "char_gpt.py"), "--steps", "150", "--layers", "1", "--dim", "32", "--heads", "2",
+                   "--context", "32", "--lr", "3e-3", "--samples", "2", "--length", "40", "--threads", "1",
+                   "--out", str(out)], cwd=ROOT)
+    loss = _validation_loss(stdout)
+    assert loss < unigram_entropy - 0.3, f"validation loss {loss} is not below the unigram entropy {unigram_entropy}"
+    assert stdout.count("--- sample") == 2 and "generates the same samples" in stdout
+    meta = pgo.saving.load_metadata(out)
+    assert meta["general.architecture"] == "pyggml-gpt" and meta["pyggml-gpt.block_count"] == 1
+    tokenizer = data.CharTokenizer(meta["tokenizer.pyggml_opt.chars"])
+    texts, _, _ = data.load_fortunes()
+    _, x, y = data.char_windows(texts, 32)
+    n_val = len(x) // 20
+    assert f"{pgo.load(out).evaluate(x[-n_val:], y[-n_val:], n_threads=1)[0]:.4f}" == f"{loss:.4f}"
+    assert tokenizer.vocab_size == pgo.load(out).output_shape[-1]
+
+
+def test_demo_trains_a_gpt_on_the_fortunes(unigram_entropy, tmp_path):
+    out = tmp_path / "demo-gpt.gguf"
+    stdout = _run(["-m", "pyggml_opt.demo", "--model", "gpt", "--steps", "40", "--threads", "1", "--verbose", "0",
+                   "--out", str(out)], cwd=tmp_path)
+    # 40 steps of the 4-layer, width-128 model: seed 0 gives 2.797 nats per character
+    assert _validation_loss(stdout) < unigram_entropy
+    assert stdout.count("---\nThe ") == 3
+    assert pgo.saving.load_metadata(out)["general.architecture"] == "pyggml-gpt"

@@ -18,13 +18,15 @@ from .core import default_n_threads, devices
 from .models import FunctionModel, Model, Sequential
 from .nn import Tensor, layers, ops
 from .saving import load, save
-from .training import (SGD, AdamW, Callback, CallbackList, EarlyStopping, ExponentialDecay, History, LambdaCallback,
-                       ModelCheckpoint, MonitorCallback, Optimizer, ReduceLROnPlateau, StepDecay, WarmupCosine, evaluate,
-                       fit, predict)
+from .training import (SGD, Accuracy, AdamW, Callback, CallbackList, EarlyStopping, ExponentialDecay, History,
+                       LambdaCallback, MeanAbsoluteError, MeanSquaredError, Metric, ModelCheckpoint, MonitorCallback,
+                       Optimizer, ReduceLROnPlateau, StepDecay, TopKAccuracy, WarmupCosine, evaluate, fit, generate,
+                       predict)
 
 __version__ = "0.1.0"
 
-__all__ = ["AdamW", "Callback", "CallbackList", "EarlyStopping", "ExponentialDecay", "FunctionModel", "History",
-           "LambdaCallback", "Model", "ModelCheckpoint", "MonitorCallback", "Optimizer", "ReduceLROnPlateau", "SGD",
-           "Sequential", "StepDecay", "Tensor", "WarmupCosine", "default_n_threads", "devices", "evaluate", "fit",
-           "layers", "load", "models", "ops", "predict", "save"]
+__all__ = ["Accuracy", "AdamW", "Callback", "CallbackList", "EarlyStopping", "ExponentialDecay", "FunctionModel",
+           "History", "LambdaCallback", "MeanAbsoluteError", "MeanSquaredError", "Metric", "Model", "ModelCheckpoint",
+           "MonitorCallback", "Optimizer", "ReduceLROnPlateau", "SGD", "Sequential", "StepDecay", "Tensor",
+           "TopKAccuracy", "WarmupCosine", "default_n_threads", "devices", "evaluate", "fit", "generate", "layers",
+           "load", "models", "ops", "predict", "save"]

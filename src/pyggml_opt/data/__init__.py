@@ -13,15 +13,17 @@ Array conventions (numpy, row-major, outermost dimension first; ggml lists the s
 
 Text: ``CharTokenizer`` turns texts into int32 token ids for ``layers.Embedding``; ``load_fortunes``
 reads Debian's ``fortunes`` package (``/usr/share/games/fortunes/``) as a real text corpus;
-``sliding_windows`` cuts a stream of ids into a language model's (input, next id) pairs.
+``sliding_windows`` cuts a stream of ids into a language model's (input, next id) pairs, and
+``char_windows`` does it for texts.
 
 This module depends on numpy and the standard library only; it does not load ggml.
 """
 from .fashion_mnist import (CLASS_NAMES, DEBIAN_FASHION_MNIST_DIR, FASHION_MNIST_FILES, default_cache_dir,
                             fashion_mnist_available, load_fashion_mnist, load_fashion_mnist_small, raw_idx_dir)
 from .idx import read_idx, write_idx
-from .text import DEBIAN_FORTUNES_DIR, CharTokenizer, fortune_categories, load_fortunes, sliding_windows
+from .text import (DEBIAN_FORTUNES_DIR, CharTokenizer, char_windows, fortune_categories, load_fortunes,
+                   sliding_windows)
 
-__all__ = ["CLASS_NAMES", "CharTokenizer", "DEBIAN_FASHION_MNIST_DIR", "DEBIAN_FORTUNES_DIR", "FASHION_MNIST_FILES",
+__all__ = ["CLASS_NAMES", "CharTokenizer", "DEBIAN_FASHION_MNIST_DIR", "DEBIAN_FORTUNES_DIR", "FASHION_MNIST_FILES", "char_windows",
            "default_cache_dir", "fashion_mnist_available", "fortune_categories", "load_fashion_mnist",
            "load_fashion_mnist_small", "load_fortunes", "raw_idx_dir", "read_idx", "sliding_windows", "write_idx"]

@@ -96,6 +96,16 @@ def sliding_windows(ids: Sequence[int] | np.ndarray, context: int, stride: int |
     return np.ascontiguousarray(windows[:, :-1]), np.ascontiguousarray(windows[:, 1:])
 
 
+def char_windows(texts: Sequence[str], context: int, separator: str = "\n\n"
+                 ) -> tuple[CharTokenizer, np.ndarray, np.ndarray]:
+    """A character language model's data: the tokenizer of ``texts``, and ``sliding_windows`` (x, y) of
+    the texts joined by ``separator`` into one stream of ids."""
+    tokenizer = CharTokenizer.fit([*texts, separator])
+    corpus = separator.join(texts)
+    x, y = sliding_windows(tokenizer.encode([corpus], len(corpus))[0], context)
+    return tokenizer, x, y
+
+
 def fortune_categories(path: str | Path = DEBIAN_FORTUNES_DIR) -> list[str]:
     """The fortune files in ``path`` (those that have the ``.dat`` index the package ships beside them)."""
     folder = Path(path)

@@ -2,7 +2,7 @@
 JSON configuration) and training checkpoints (weights + optimizer state + epoch count)."""
 from .checkpoint import Checkpoint, OptimizerState, load_checkpoint, save_checkpoint
 from .formats import GENERIC, FileFormat, register_format
-from .model_file import load, load_weights, read_weights, save
+from .model_file import load, load_metadata, load_weights, read_weights, save
 
-__all__ = ["Checkpoint", "FileFormat", "GENERIC", "OptimizerState", "load", "load_checkpoint", "load_weights", "read_weights",
+__all__ = ["Checkpoint", "FileFormat", "GENERIC", "OptimizerState", "load", "load_checkpoint", "load_metadata", "load_weights", "read_weights",
            "register_format", "save", "save_checkpoint"]

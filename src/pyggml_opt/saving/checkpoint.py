@@ -56,6 +56,7 @@ class Checkpoint:
     epoch: int                        # epochs completed
     state: OptimizerState
     history: dict                     # {"epoch": [...], "history": {metric: [...]}}; empty if not saved
+    loss: str = ""                    # the model file's loss entry (model_file.loss_entry)
 
 
 def save_checkpoint(model: Network, path: str | os.PathLike[str], epoch: int, state: OptimizerState,
@@ -98,4 +99,5 @@ def load_checkpoint(path: str | os.PathLike[str], model: Network) -> Checkpoint:
             raise ValueError(f"{path!s}: corrupt checkpoint history") from None
         if not isinstance(history, dict):
             raise ValueError(f"{path!s}: corrupt checkpoint history")
-        return Checkpoint(weights, epoch, state, history)
+        loss = f.get("pyggml_opt.loss")
+        return Checkpoint(weights, epoch, state, history, loss if isinstance(loss, str) else "")

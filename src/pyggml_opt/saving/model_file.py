@@ -4,7 +4,8 @@ A file holds:
   - ``general.architecture``: "pyggml_opt" (the generic layout) or a registered layout such as ggml's
     "mnist-fc" / "mnist-cnn" (``formats.py``);
   - ``pyggml_opt.config``: the architecture as JSON (``nn.serialize``: class name and configuration,
-    layers included), ``pyggml_opt.input_shape`` and ``pyggml_opt.loss``;
+    layers included), ``pyggml_opt.input_shape`` and ``pyggml_opt.loss`` (a loss function as
+    ``custom:<its name>``);
   - one float32 tensor per parameter, named as the model names it (a registered layout may store a
     tensor differently: mnist-cnn's dense weight is in ggml's flattening order).
 Loading validates every tensor's presence, type and shape before the model gets its weights.
@@ -19,6 +20,18 @@ import numpy as np
 from ..core import GGUFFile
 from ..nn import Network, deserialize, serialize
 from .formats import GENERIC, FileFormat, format_named, format_of, known_architectures
+
+
+# A model file's loss entry for a loss function (code, which a file cannot hold): this, then its name.
+CUSTOM_LOSS = "custom:"
+
+
+def loss_entry(loss: object) -> str:
+    """What a model file says of a model's loss: its name, "" for none, ``CUSTOM_LOSS`` and the name of
+    a loss function."""
+    if loss is None or isinstance(loss, str):
+        return loss or ""
+    return CUSTOM_LOSS + str(getattr(loss, "__qualname__", type(loss).__name__))
 
 
 def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] | None = None,
@@ -42,7 +55,7 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         f.set("general.architecture", fmt.architecture if fmt else GENERIC)
         f.set("pyggml_opt.config", config)
         f.set("pyggml_opt.input_shape", json.dumps(list(model.input_shape)))
-        f.set("pyggml_opt.loss", model.loss or "")
+        f.set("pyggml_opt.loss", loss_entry(model.loss))
         for key, value in (fmt.metadata(model) if fmt else {}).items():
             f.set(key, value)
         for key, value in (extra or {}).items():
@@ -60,6 +73,19 @@ def load_weights(path: str | os.PathLike[str], model: Network | None = None) -> 
         if model is None:
             return {n: f.tensor(n) for n in f.tensor_names()}
         return read_weights(f, model)
+
+
+def load_metadata(path: str | os.PathLike[str]) -> dict[str, object]:
+    """The scalar and string keys of a GGUF file (``general.architecture``, a layout's hyperparameters,
+    what ``save(..., extra=)`` added, such as a tokenizer); array keys are left out."""
+    values: dict[str, object] = {}
+    with GGUFFile.read(path) as f:
+        for key in f.keys():
+            try:
+                values[key] = f.get(key)
+            except ValueError:  # an array: not read
+                continue
+    return values
 
 
 def read_weights(f: GGUFFile, model: Network) -> dict[str, np.ndarray]:
@@ -131,4 +157,4 @@ def _upgrade(spec: object) -> object:
     return spec
 
 
-__all__ = ["FileFormat", "load", "load_weights", "read_weights", "save"]
+__all__ = ["FileFormat", "load", "load_metadata", "load_weights", "read_weights", "save"]
