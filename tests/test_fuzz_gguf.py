@@ -42,6 +42,7 @@ BASE_MODELS = {
                                   input_shape=(6,)),
     "tokens": lambda: pgo.Sequential([pgo.layers.Embedding(9, 4), pgo.layers.GlobalAveragePooling1D(),
                                       pgo.layers.Linear(4, 3)], input_shape=(5,)),
+    "gpt": lambda: pgo.models.gpt(9, 5, 8, 1, 2),  # the pyggml-gpt layout: hyperparameter keys
 }
 
 

@@ -121,3 +121,20 @@ def test_sliding_windows():
         sliding_windows(np.ones(10), 3)
     with pytest.raises(ValueError, match="stride"):
         sliding_windows(ids, 3, stride=0)
+
+
+@pytest.mark.parametrize("key, value", [("pyggml-gpt.block_count", 2**40), ("pyggml-gpt.vocab_size", 2**40),
+                                        ("pyggml-gpt.context_length", 3), ("pyggml-gpt.positions", "alibi"),
+                                        ("pyggml-gpt.attention.head_count", 3)])
+def test_corrupt_gpt_hyperparameters_are_refused_before_building(tmp_path, key, value):
+    pgo.models.gpt(V, T, 16, 1, 2).save(tmp_path / "good.gguf")
+    with GGUFFile.read(tmp_path / "good.gguf") as f, GGUFFile() as bad:
+        with pytest.raises(ValueError, match="cannot be written"):  # no tensor data in memory
+            f.write(tmp_path / "bad.gguf")
+        for k in f.keys():
+            bad.set(k, value if k == key else f.get(k))
+        for name in f.tensor_names():
+            bad.add_tensor(name, f.tensor(name))
+        bad.write(tmp_path / "bad.gguf")
+    with pytest.raises(ValueError, match="corrupt pyggml-gpt"):
+        pgo.load(tmp_path / "bad.gguf")

@@ -151,7 +151,12 @@ class GGUFFile(Handle):
         lib.gguf_add_tensor(self.ptr, t)
 
     def write(self, path: str | os.PathLike[str]) -> None:
-        """Write the file; it replaces ``path`` only once written completely."""
+        """Write the file; it replaces ``path`` only once written completely. A file opened with
+        ``read`` holds no tensor data in memory (gguf would write from NULL pointers): it can be
+        written only if it has no tensors; copy it into a new ``GGUFFile`` instead."""
+        if self._path is not None and lib.gguf_get_n_tensors(self.ptr) > 0:
+            raise ValueError(f"this GGUFFile was read from {self._path!r} without its tensor data and cannot be "
+                             "written; add its keys and tensors (tensor()) to a new GGUFFile")
         with atomic_path(path) as tmp:
             if not lib.gguf_write_to_file(self.ptr, tmp.encode(), False):
                 raise OSError(f"could not write GGUF file {os.fspath(path)!r}")

@@ -18,9 +18,11 @@ dim) / ``head.bias``; numpy shapes, float32. Any Sequential with the same layers
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import re
+from typing import Any
 
 from ..checks import check_choice, check_int, check_number
+from ..core import GGUFFile
 from ..nn import Network, serialize
 from ..nn.layers import Dropout, Embedding, Layer, LayerNorm, Linear, PositionalEmbedding, TransformerBlock
 from ..saving import FileFormat, register_format
@@ -85,15 +87,29 @@ def _metadata(model: Network) -> dict[str, object]:
             f"{p}.dropout": float(h["dropout"])}
 
 
-def _build(get: Callable[[str, Any], Any]) -> Network:
+MAX_CONTEXT = 1 << 20  # a file claiming more is corrupt: every graph of the model would be that long
+
+
+def _build(f: GGUFFile) -> Network:
+    """The gpt a file describes, once its hyperparameters agree with its tensors (checked before the
+    model exists: corrupt sizes must not allocate)."""
     p = ARCHITECTURE
     keys = {"vocab_size": "vocab_size", "context": "context_length", "dim": "embedding_length",
             "n_layers": "block_count", "n_heads": "attention.head_count", "positions": "positions",
             "dropout": "dropout"}
-    h = {arg: get(f"{p}.{key}", None) for arg, key in keys.items()}
+    h = {arg: f.get(f"{p}.{key}") for arg, key in keys.items()}
     missing = [f"{p}.{keys[a]}" for a, v in h.items() if v is None]
     if missing:
         raise ValueError(f"a {p} file needs the keys {missing}")
+    names = f.tensor_names()
+    tables = {"tok.weight": (h["vocab_size"], h["dim"])}
+    if h["positions"] == "learned":
+        tables["pos.weight"] = (h["context"], h["dim"])
+    found = {name: f.tensor(name, 2).shape for name in tables if name in names}
+    blocks = sum(1 for name in names if re.fullmatch(r"blk\d+\.ln1\.weight", name))
+    if found != tables or blocks != h["n_layers"] or not isinstance(h["context"], int) or h["context"] > MAX_CONTEXT:
+        raise ValueError(f"corrupt {p} file: its hyperparameters {h} disagree with its tensors "
+                         f"({found}, {blocks} blocks)")
     try:
         return gpt(**h)
     except (TypeError, ValueError) as exc:

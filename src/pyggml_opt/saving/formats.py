@@ -8,10 +8,11 @@ C++ tools), and how tensors differ from the model's own."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
+from ..core import GGUFFile
 from ..nn import Network
 
 GENERIC = "pyggml_opt"
@@ -31,8 +32,8 @@ class FileFormat:
 
     architecture: str
     matches: Callable[[Network], bool]          # does this (built) model save in this layout?
-    # a model for a file of this layout, given the file's key reader (``GGUFFile.get(key, default)``)
-    build: Callable[[Callable[[str, Any], Any]], Network]
+    # a model for an open file of this layout (its keys may hold hyperparameters); ValueError if corrupt
+    build: Callable[[GGUFFile], Network]
     to_file: Callable[[str, np.ndarray], np.ndarray] = _same    # parameter -> file tensor
     from_file: Callable[[str, np.ndarray], np.ndarray] = _same  # file tensor -> parameter
     default_loss: str | None = None             # for files that do not say

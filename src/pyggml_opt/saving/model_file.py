@@ -118,7 +118,7 @@ def load(path: str | os.PathLike[str]) -> Network:
             raise ValueError(f"{path!r} has no string 'general.architecture'; not a model file")
         fmt = format_named(arch)
         if fmt is not None:
-            model, loss = fmt.build(f.get), f.get("pyggml_opt.loss") or fmt.default_loss
+            model, loss = fmt.build(f), f.get("pyggml_opt.loss") or fmt.default_loss
         elif arch == GENERIC:
             model, loss = _from_config(path, f), f.get("pyggml_opt.loss") or None
         else:
