@@ -61,7 +61,11 @@ def worker():
 
 
 MUTATIONS = ["x_dtype", "x_nan", "y_inf", "y_range", "len", "features", "batch0", "physical", "val", "lr", "beta",
-             "wd", "loss", "backend", "empty", "epochs", "y_dtype", "batch_type", "token_range", "weights"]
+             "wd", "loss", "backend", "empty", "epochs", "y_dtype", "batch_type", "token_range", "weights", "metrics",
+             "loss_fn"]
+# fit's metrics: names, {"top_k": k} for TopKAccuracy(k) (k may exceed the classes: a ValueError), or None
+METRICS = [None, None, [], ["accuracy"], ["top_k_accuracy"], [{"top_k": 1}], [{"top_k": 3}], ["mae"], ["mse"],
+           ["mae", "mse"], ["accuracy", {"top_k": 2}]]
 
 
 @st.composite
@@ -69,8 +73,9 @@ def cases(draw):
     """A valid training case, then 0-2 mutations that make it invalid (about half stay valid)."""
     n = draw(st.integers(min_value=1, max_value=40))
     classes = draw(st.integers(2, 5))
+    # "fn:..." a loss function of fuzz_worker.LOSS_FUNCTIONS on float label rows
     loss = draw(st.sampled_from(["cross_entropy", "cross_entropy", "mse", "mean", "sum", "mae", "huber",
-                                 "binary_cross_entropy"]))
+                                 "binary_cross_entropy", "fn:squares", "fn:mean_squares", "fn:log_cosh"]))
     kind = draw(st.sampled_from(["mlp", "mlp", "cnn", "tokens"]))
     vocab = draw(st.integers(1, 12))
     if kind == "mlp":  # MLP on (n, f)
@@ -100,7 +105,8 @@ def cases(draw):
             "val": draw(st.sampled_from([0.0, 0.0, 0.2])), "loss": loss, "opt": draw(st.sampled_from(["adamw", "sgd"])),
             "lr": draw(st.sampled_from([1e-3, 0.1, 1.0])), "beta1": draw(st.sampled_from([0.9, 0.0, 0.999])),
             "wd": draw(st.sampled_from([0.0, 0.5, 1.0])), "backend": "cpu", "mutations": [],
-            "weights": draw(st.sampled_from(["none", "none", "random"])) if loss not in ("mean", "sum") else "none"}
+            "weights": draw(st.sampled_from(["none", "none", "random"])) if loss not in ("mean", "sum") else "none",
+            "metrics": draw(st.sampled_from(METRICS))}
     if n * (1 - case["val"]) < 1:
         case["val"] = 0.0
     for m in draw(st.lists(st.sampled_from(MUTATIONS), max_size=2).filter(lambda l: len(l) != 1 or draw(st.booleans()))):
@@ -149,6 +155,11 @@ def cases(draw):
             x["offset"] = draw(st.sampled_from([-1, vocab]))
         elif m == "weights":
             case["weights"] = draw(st.sampled_from(["negative", "short", "zeros", "nan", "str"]))
+        elif m == "metrics":
+            case["metrics"] = draw(st.sampled_from([["nope"], "mae", [42], ["mae", "mae"], ["accuracy", "accuracy"],
+                                                    [{"top_k": 0}], [{"top_k": 99}]]))
+        elif m == "loss_fn":  # a loss function that fails, returns no Tensor or the wrong shape
+            case["loss"] = draw(st.sampled_from(["fn:raises", "fn:not_a_tensor", "fn:elementwise", "fn:labels_only"]))
     return case
 
 

@@ -161,3 +161,79 @@ def test_gpt_layout_and_parameter_count():
         pgo.models.gpt(100, 64, 130, 4, 4)
     with pytest.raises(ValueError, match="positions"):
         pgo.models.gpt(100, 64, 128, 4, 4, positions="sinusoidal")
+
+
+def masked_model(causal=False):
+    # PositionalEmbedding(T, D) adds its first k rows to a sequence of k steps: the same weights serve
+    # every length up to T
+    return pgo.Sequential([L.Embedding(V, D, mask_zero=True), L.PositionalEmbedding(T, D),
+                           L.TransformerBlock(D, H, causal=causal), L.MultiHeadAttention(D, H, causal=causal),
+                           L.GlobalAveragePooling1D(), L.Linear(D, 3)])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_padding_changes_nothing_with_mask_zero(causal):
+    # a sequence padded with id 0 gives the outputs of the same sequence without the padding: no step
+    # attends to padding and the pooling averages the tokens only
+    m = masked_model(causal).build((T,), seed=0)
+    w = weights64(m)
+    x = tokens(4)
+    x[x == 0] = 1
+    lengths = [2, 3, 5, 6]
+    padded = np.array([np.r_[row[:k], np.zeros(T - k, int)] for row, k in zip(x, lengths)])
+    got = m.predict(padded, logits=True)
+    for row, k in enumerate(lengths):
+        short = masked_model(causal).build((k,))
+        short.set_weights({name: v.astype(np.float32) for name, v in w.items()})
+        np.testing.assert_allclose(got[row], short.predict(x[row:row + 1, :k], logits=True)[0], rtol=0, atol=2e-6)
+    unmasked = pgo.Sequential.from_config(m.get_config())
+    assert unmasked.layers[0].mask_zero  # saved in the configuration
+    plain = pgo.Sequential([L.Embedding(V, D), *masked_model(causal).layers[1:]]).build((T,))
+    plain.set_weights(m.get_weights())
+    assert np.abs(plain.predict(padded, logits=True) - got).max() > 1e-3  # without the mask padding counts
+
+
+def test_masked_model_trains_and_pools_tokens_only():
+    # class = whether token 5 occurs among the tokens of a padded sequence; the padding carries no signal
+    rng = np.random.default_rng(0)
+    x = rng.integers(1, V, (256, T))
+    x[x == 5] = 6
+    has = rng.random(256) < 0.5
+    x[has, rng.integers(0, 3, has.sum())] = 5
+    lengths = rng.integers(3, T + 1, 256)
+    x[np.arange(T)[None, :] >= lengths[:, None]] = 0
+    m = pgo.Sequential([L.Embedding(V, 16, mask_zero=True), L.TransformerBlock(16, 2, causal=False),
+                        L.GlobalAveragePooling1D(), L.Linear(16, 2)])
+    h = m.fit(x, has.astype(int), epochs=30, batch_size=32, validation_split=0.25, optimizer=pgo.AdamW(lr=3e-3), **FAST)
+    assert h["val_accuracy"][-1] > 0.9  # measured: 1.0 (seed 0)
+
+
+class NormedMLP(L.Block):
+    """A block of a BatchNorm1d and a Linear: its buffers and training updates go through the Block."""
+
+    def __init__(self, dim, name=None):
+        super().__init__(name)
+        self.dim = dim
+        self.children = {"bn": L.BatchNorm1d(dim), "fc": L.Linear(dim, dim)}
+
+    def output_shape(self, input_shape):
+        self.build_children({"bn": input_shape, "fc": input_shape})
+        return input_shape
+
+    def forward(self, x, params):
+        return self.call("fc", self.call("bn", x, params), params)
+
+    def get_config(self):
+        return {**super().get_config(), "dim": self.dim}
+
+
+def test_a_block_carries_its_sublayers_buffers_and_updates():
+    m = pgo.Sequential([NormedMLP(4), L.Linear(4, 2)]).build((4,))
+    assert set(m.param_shapes) - set(m.get_weights()) == set()
+    assert {"0.bn.running_mean", "0.bn.running_var"} <= set(m.param_shapes)
+    x = np.random.default_rng(0).normal(3.0, 2.0, (64, 4)).astype(np.float32)
+    m.fit(x, np.zeros(64, int), epochs=1, batch_size=64, shuffle=False, optimizer=pgo.SGD(lr=1e-9), **FAST)
+    w = m.get_weights()
+    # one step of momentum 0.1 from (0, 1) towards the batch's mean and unbiased variance
+    np.testing.assert_allclose(w["0.bn.running_mean"], 0.1 * x.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(w["0.bn.running_var"], 0.9 + 0.1 * x.var(0, ddof=1), rtol=1e-5)

@@ -2007,6 +2007,9 @@ typedef struct ggml_gallocr * ggml_gallocr_t;
         ggml_opt_get_optimizer_params get_opt_pars;
         void * get_opt_pars_ud;
         enum ggml_opt_optimizer_type optimizer;
+        float grad_clip_norm;
+        struct ggml_tensor ** side_effects;
+        int32_t n_side_effects;
     };
     struct ggml_opt_params ggml_opt_default_params(
             ggml_backend_sched_t backend_sched,

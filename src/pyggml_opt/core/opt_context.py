@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Iterable, Protocol
+from typing import Iterable, Protocol, Sequence
 
 from .._lib import CData, ffi, lib
 from ..checks import check_int
@@ -31,6 +31,7 @@ class OptimizerCallbacks(Protocol):
     """What an ``OptContext`` asks of its optimizer (``training.optimizers.Optimizer``)."""
 
     type: int  # ggml_opt_optimizer_type
+    global_clipnorm: float | None  # ggml_opt_params.grad_clip_norm (None: no clipping)
 
     def c_params(self) -> CData: ...
     def fallback_params(self) -> CData: ...
@@ -73,10 +74,13 @@ class OptContext(Handle):
          for that batch (any shape) in a fresh compute context; ggml-opt allocates its inputs.
       2. Per physical batch: ``alloc(backward)``, write inputs (and ``labels``), ``eval(result)``.
       3. Every ``opt_period`` backward passes the optimizer ``optimizer`` steps once.
-    ``optimizer`` (``training.optimizers.Optimizer``) has ``type`` (ggml_opt_optimizer_type) and
-    ``c_params()`` (returns ``struct ggml_opt_optimizer_params``), called back through
-    ``pyggml_get_optimizer_params``; errors it cannot raise in C are kept by ``record_error`` and
-    raised by ``raise_pending`` once ``ggml_opt_eval`` returns.
+    ``optimizer`` (``training.optimizers.Optimizer``) has ``type`` (ggml_opt_optimizer_type),
+    ``global_clipnorm`` (fixed in the graph at init: vendor patch 0012) and ``c_params()`` (returns
+    ``struct ggml_opt_optimizer_params``), called back through ``pyggml_get_optimizer_params``; errors
+    it cannot raise in C are kept by ``record_error`` and raised by ``raise_pending`` once
+    ``ggml_opt_eval`` returns.
+    ``side_effects`` (static graphs): nodes in ``ctx_compute`` that every evaluation computes besides
+    the outputs, such as the ggml_cpy nodes that update BatchNorm's running statistics (vendor patch 0014).
     The context keeps the scheduler, compute context(s), inputs' owner and optimizer alive.
     """
 
@@ -84,7 +88,8 @@ class OptContext(Handle):
 
     def __init__(self, scheduler: Scheduler, loss: str, optimizer: OptimizerCallbacks | None = None, *,
                  static: tuple[Context, CData, CData] | None = None, opt_period: int = 1,
-                 forward_only: bool = False, keep_alive: Iterable[object] = ()) -> None:
+                 forward_only: bool = False, keep_alive: Iterable[object] = (),
+                 side_effects: Sequence[CData] = ()) -> None:
         opt_period = check_int("opt_period", opt_period)
         params = lib.ggml_opt_default_params(scheduler.ptr, loss_type(loss))
         ctx_compute = None
@@ -93,6 +98,11 @@ class OptContext(Handle):
             if inputs.data == ffi.NULL:
                 raise ValueError("inputs must be allocated in a backend buffer before ggml_opt_init (static graphs)")
             params.ctx_compute, params.inputs, params.outputs = ctx_compute.ptr, inputs, outputs
+        elif side_effects:
+            raise ValueError("side_effects are for static graphs (allocation-based ones take them in their graph)")
+        # read by ggml_opt_init only
+        side_effect_array = ffi.new("struct ggml_tensor *[]", list(side_effects)) if side_effects else ffi.NULL
+        params.side_effects, params.n_side_effects = side_effect_array, len(side_effects)
         params.opt_period = opt_period
         params.build_type = lib.GGML_OPT_BUILD_TYPE_FORWARD if forward_only else lib.GGML_OPT_BUILD_TYPE_OPT
         self._userdata: CData | None = None
@@ -101,6 +111,7 @@ class OptContext(Handle):
             params.optimizer = optimizer.type
             params.get_opt_pars = lib.pyggml_get_optimizer_params
             params.get_opt_pars_ud = self._userdata
+            params.grad_clip_norm = optimizer.global_clipnorm or 0.0
         super().__init__(lib.ggml_opt_init(params), lib.ggml_opt_free,
                          scheduler, ctx_compute, self._userdata, optimizer, *keep_alive)
         self.scheduler, self.optimizer = scheduler, optimizer

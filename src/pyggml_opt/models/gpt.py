@@ -67,7 +67,7 @@ def hyperparameters(model: Network) -> dict[str, Any] | None:
     if not blocks or model.input_shape is None:
         return None
     first = blocks[0]
-    h = {"vocab_size": model.layers[0].num_embeddings, "context": model.input_shape[0], "dim": first.dim,
+    h: dict[str, Any] = {"vocab_size": model.layers[0].num_embeddings, "context": model.input_shape[0], "dim": first.dim,
          "n_layers": len(blocks), "n_heads": first.n_heads, "dropout": first.dropout,
          "positions": "rope" if first.rope else "learned"}
     try:

@@ -25,7 +25,9 @@ class ForwardGraph:
     their outputs are then copied into the static buffer too, where ``output()`` reads them after each
     evaluation (ggml-opt computes a copy of a static graph, whose other nodes' memory it reuses).
     With ``training`` (static graphs only) the network's step inputs (``Network.step_inputs``: dropout
-    masks) are allocated there too, as ``step_inputs``, and passed to its ``forward``. ``constants``
+    masks) are allocated there too, as ``step_inputs``, and the graph is the network's
+    ``forward_train``: ``side_effects`` then holds the nodes that update its buffers (BatchNorm's
+    running statistics), which the training graph must compute besides its outputs. ``constants``
     (name -> array; static graphs only) become tensors of that value in the static buffer, for graph
     code after the network (a loss's one-hot table). ``readable`` (static graphs only) also keeps the
     outputs in the static buffer, for ``output()`` after ggml-opt evaluated the graph (without
@@ -81,8 +83,13 @@ class ForwardGraph:
         else:
             rows = lib.ggml_get_rows(self.ctx_compute.ptr, rows_of, inp)
             x_ptr = lib.ggml_reshape_4d(self.ctx_compute.ptr, rows, *tensor_data.ne_of(shape))
-        out = network.forward(Tensor(x_ptr, self.ctx_compute, self.ctx_compute, len(shape)),
-                              {**store.tensors, **self.step_inputs})
+        x = Tensor(x_ptr, self.ctx_compute, self.ctx_compute, len(shape))
+        updates: list[Tensor] = []
+        if training:
+            out = network.forward_train(x, {**store.tensors, **self.step_inputs}, updates)
+        else:
+            out = network.forward(x, dict(store.tensors))
+        self.side_effects: list[CData] = [u.ptr for u in updates]
         if out.shape != (batch, *network.output_shape):
             raise ValueError(f"the model produced outputs of shape {out.shape}, expected {(batch, *network.output_shape)}")
         if out.ptr.type != lib.GGML_TYPE_F32:

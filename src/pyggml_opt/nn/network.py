@@ -40,8 +40,10 @@ class Network:
     def __init__(self) -> None:
         self.input_shape: tuple[int, ...] | None = None
         self.output_shape: tuple[int, ...] | None = None
+        # every tensor the network keeps: its parameters and its buffers (``buffer_names``)
         self.param_shapes: dict[str, tuple[int, ...]] = {}
-        self.loss: str | None = None  # the loss last trained with (predict applies softmax for cross_entropy)
+        # the loss last trained with, a name or fit's loss function (predict applies softmax for cross_entropy)
+        self.loss: str | Callable[..., Any] | None = None
         self.backend: str | None = None  # the ggml device the network last ran on (kept by close and copies)
         # Set by training, a layer above this one (a training.History, a saving.OptimizerState): Any here.
         self.history: Any = None
@@ -95,6 +97,16 @@ class Network:
     def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         """Values of step input ``name`` for one training step (``shape``: batch first)."""
         raise KeyError(name)
+
+    def buffer_names(self) -> frozenset[str]:
+        """The entries of ``param_shapes`` that are state, not trained (BatchNorm's running statistics):
+        saved, loaded and copied with the weights, but without gradient, weight decay or optimizer state."""
+        return frozenset()
+
+    def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor]) -> Tensor:
+        """The graph of the model in training: ``forward``, except for layers with buffers, which
+        append to ``updates`` the nodes that update them (computed by every training step)."""
+        return self.forward(x, params)
 
     # ---- building -------------------------------------------------------------------------------------
     @property
@@ -179,7 +191,7 @@ class Network:
             return self._store
         weights = self.get_weights()
         self._drop_store()
-        store = ParamStore(self.param_shapes, backend)
+        store = ParamStore(self.param_shapes, backend, self.buffer_names())
         store.set(weights)
         self._store, self._weights = store, None
         return store
@@ -273,6 +285,7 @@ class Network:
 
         width = sum(widths) + 3 * len(widths) - 3
         total = self.count_params()
+        frozen = sum(int(np.prod(self.param_shapes[n])) for n in self.buffer_names())  # as Keras counts them
         size = float(total * 4)  # float32
         for unit in ("B", "KiB", "MiB", "GiB"):
             if size < 1024 or unit == "GiB":
@@ -282,8 +295,8 @@ class Network:
         lines = [f'Model: "{type(self).__name__}"', "_" * width, line(header), "=" * width,
                  *(line(row) for row in table), "=" * width,
                  f"Total params: {total:,} ({size_text})",
-                 f"Trainable params: {total:,}",  # ggml-opt trains every parameter of a network
-                 "Non-trainable params: 0"]
+                 f"Trainable params: {total - frozen:,}",
+                 f"Non-trainable params: {frozen:,}"]
         if print_fn is not None:
             for text in lines:
                 print_fn(text)
@@ -291,7 +304,8 @@ class Network:
 
 
 def restore(cls: type[Network], config: dict, input_shape: Sequence[int] | None, weights: dict[str, np.ndarray] | None,
-            loss: str | None, backend: str | None, history: Any, optimizer_state: Any = None) -> Network:
+            loss: str | Callable[..., Any] | None, backend: str | None, history: Any,
+            optimizer_state: Any = None) -> Network:
     """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
     network = cls.from_config(config)
     if input_shape is not None:

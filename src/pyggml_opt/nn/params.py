@@ -31,10 +31,11 @@ class ParamStore:
     """Owns a context with one F32 tensor per parameter and the buffer holding them on ``backend``.
 
     Tensor names are the parameter names (they become the GGUF tensor names). ``tensors`` maps
-    name -> Tensor (numpy-order shapes).
+    name -> Tensor (numpy-order shapes). The names in ``buffers`` are state that is not trained
+    (``mark_trainable`` leaves them out, so ggml-opt gives them no gradient and no optimizer step).
     """
 
-    def __init__(self, shapes: dict[str, tuple[int, ...]], backend: Backend) -> None:
+    def __init__(self, shapes: dict[str, tuple[int, ...]], backend: Backend, buffers: frozenset[str] = frozenset()) -> None:
         self.ctx = Context(max(1, len(shapes)))
         self.tensors: dict[str, Tensor] = {}
         for name, shape in shapes.items():
@@ -45,6 +46,7 @@ class ParamStore:
         # ggml allocates no buffer for a context without tensors (a model without parameters)
         self.buffer = Buffer(self.ctx, backend) if self.tensors else None
         self.backend = backend
+        self.buffers = buffers
 
     def get(self) -> dict[str, np.ndarray]:
         return {name: tensor_data.get(t.ptr, t.ndim) for name, t in self.tensors.items()}
@@ -54,8 +56,10 @@ class ParamStore:
             tensor_data.set(self.tensors[name].ptr, value)
 
     def mark_trainable(self) -> None:
-        for t in self.tensors.values():
-            lib.ggml_set_param(t.ptr)
+        """Flag every parameter but the buffers for ggml-opt's optimizer (``ggml_set_param``)."""
+        for name, t in self.tensors.items():
+            if name not in self.buffers:
+                lib.ggml_set_param(t.ptr)
 
     def close(self) -> None:
         if self.buffer is not None:

@@ -6,6 +6,7 @@ from typing import Sequence
 import numpy as np
 
 from .layers import Layer
+from .layers.base import own_tensors
 from .network import Network, SummaryRow
 from .ops import Tensor
 from .registry import deserialize, serialize
@@ -13,7 +14,8 @@ from .registry import deserialize, serialize
 
 class Sequential(Network):
     """Layers applied in order. Parameter names are ``<layer name>.<param>`` where a layer's name is
-    its ``name`` argument or its index in the list (as in PyTorch: "0.weight", "2.bias")."""
+    its ``name`` argument or its index in the list (as in PyTorch: "0.weight", "2.bias"); the layers'
+    buffers are named the same way ("1.running_mean")."""
 
     def __init__(self, layers: Sequence[Layer], input_shape: Sequence[int] | None = None) -> None:
         super().__init__()
@@ -44,7 +46,7 @@ class Sequential(Network):
         shape = input_shape
         for name, layer in zip(self.layer_names, self.layers):
             shape = layer.output_shape(shape)
-            shapes.update({f"{name}.{p}": s for p, s in layer.param_shapes.items()})
+            shapes.update({f"{name}.{p}": s for p, s in {**layer.param_shapes, **layer.buffer_shapes}.items()})
         return shapes, tuple(shape)
 
     def _owner(self, name: str) -> tuple[Layer, str]:
@@ -58,11 +60,23 @@ class Sequential(Network):
         return layer.init(pname, shape, rng)
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        return self._apply(x, params, None)
+
+    def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor]) -> Tensor:
+        return self._apply(x, params, updates)
+
+    def _apply(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor] | None) -> Tensor:
+        """The layers in order (in the training graph when ``updates`` collects buffer updates), with
+        the padding mask of the first layer carried as far as the layers keep the steps axis."""
+        padding = self.layers[0].input_mask(x)
         for name, layer in zip(self.layer_names, self.layers):
-            own = {p: params[f"{name}.{p}"] for p in layer.param_shapes}
-            own.update({p: params[f"{name}.{p}"] for p in layer.step_inputs if f"{name}.{p}" in params})
-            x = layer.forward(x, own)
+            own = own_tensors(layer, f"{name}.", params, padding)
+            x = layer.forward(x, own) if updates is None else layer.forward_train(x, own, updates)
+            padding = padding if layer.keeps_mask else None
         return x
+
+    def buffer_names(self) -> frozenset[str]:
+        return frozenset(f"{name}.{p}" for name, layer in zip(self.layer_names, self.layers) for p in layer.buffer_shapes)
 
     def step_inputs(self) -> dict[str, tuple[int, ...]]:
         return {f"{name}.{p}": shape for name, layer in zip(self.layer_names, self.layers)
@@ -79,7 +93,7 @@ class Sequential(Network):
         shape = self.input_shape
         for name, layer in zip(self.layer_names, self.layers):
             shape = layer.output_shape(shape)
-            names = [f"{name}.{p}" for p in layer.param_shapes]
+            names = [f"{name}.{p}" for p in (*layer.param_shapes, *layer.buffer_shapes)]
             rows.append((f"{name} ({type(layer).__name__})", (None, *shape), names))
         return rows
 

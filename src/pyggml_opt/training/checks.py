@@ -11,7 +11,8 @@ from numpy.typing import ArrayLike
 from ..checks import check_int, check_number
 from ..core import LOSS_TYPES, loss_type
 from ..nn import MAX_SAMPLE_AXES, Network
-from .losses import OWN_LOSSES, WEIGHTED_LOSSES
+from ..saving.model_file import CUSTOM_LOSS
+from .losses import OWN_LOSSES, WEIGHTED_LOSSES, Loss
 
 
 def as_number_array(name: str, x: ArrayLike | None) -> np.ndarray:
@@ -54,27 +55,38 @@ def check_x(model: Network, x: ArrayLike, name: str = "x") -> np.ndarray:
     return arr
 
 
-def check_loss(loss: str) -> str:
-    """A loss name: ggml-opt's (cross_entropy, mse, mean, sum) or one of fit's own (``OWN_LOSSES``)."""
-    if isinstance(loss, str) and loss in OWN_LOSSES:
+def check_loss(loss: Loss) -> Loss:
+    """A loss name, ggml-opt's (cross_entropy, mse, mean, sum) or one of fit's own (``OWN_LOSSES``), or a
+    loss function ``fn(outputs, labels) -> Tensor`` (``losses.py``)."""
+    if callable(loss) or (isinstance(loss, str) and loss in OWN_LOSSES):
         return loss
+    if isinstance(loss, str) and loss.startswith(CUSTOM_LOSS):
+        raise ValueError(f"this model was trained with the loss function {loss[len(CUSTOM_LOSS):]!r}, which a model "
+                         "file cannot hold: pass it again as loss=")
     try:
         loss_type(loss)
     except ValueError:
-        raise ValueError(f"unknown loss {loss!r}; expected one of {sorted([*LOSS_TYPES, *OWN_LOSSES])}") from None
+        raise ValueError(f"unknown loss {loss!r}; expected one of {sorted([*LOSS_TYPES, *OWN_LOSSES])} or a loss "
+                         "function fn(outputs, labels) -> Tensor") from None
     return loss
 
 
-def targets(model: Network, y: ArrayLike | None, n: int, loss: str, name: str = "y") -> np.ndarray | None:
+def targets(model: Network, y: ArrayLike | None, n: int, loss: Loss, name: str = "y") -> np.ndarray | None:
     """Targets as float32 rows (n, n_out); None for the 'mean' and 'sum' losses (no labels). For a
-    model with sequence outputs (T, V): token ids (n, T) in [0, V), as float32 (exact below 2^24)."""
+    model with sequence outputs (T, V): token ids (n, T) in [0, V), as float32 (exact below 2^24). For a
+    loss function: float rows (n, k) of any width k (a column (n,) as (n, 1))."""
     assert model.output_shape is not None  # built by the caller
     n_out = model.output_shape[0]
     if loss in ("mean", "sum"):
         return None
     arr = as_number_array(name, y)
-    if arr.shape[0] != n:
-        raise ValueError(f"x and {name} have different lengths: {n} and {arr.shape[0]}")
+    if arr.ndim == 0 or arr.shape[0] != n:
+        raise ValueError(f"x and {name} have different lengths: {n} and {arr.shape[0] if arr.ndim else 'a scalar'}")
+    if callable(loss):
+        rows = arr.reshape(n, 1) if arr.ndim == 1 else arr
+        if rows.ndim != 2 or rows.shape[1] == 0:
+            raise ValueError(f"{name} must hold float label rows (n, k) for a loss function, got shape {arr.shape}")
+        return finite_float32(rows, name)
     if len(model.output_shape) == 2:
         return token_targets(arr, model.output_shape, loss, name)
     if loss == "cross_entropy" and arr.ndim == 1:
@@ -93,14 +105,20 @@ def targets(model: Network, y: ArrayLike | None, n: int, loss: str, name: str = 
     if arr.shape != (n, n_out):
         raise ValueError(f"{name} must have shape ({n}, {n_out}) for a model with {n_out} outputs"
                          f"{' (or class ids of shape (n,))' if loss == 'cross_entropy' else ''}, got {arr.shape}")
-    arr = arr.astype(np.float32, copy=False)
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or inf")
+    arr = finite_float32(arr, name)
     if loss == "cross_entropy" and ((arr < 0).any() or not np.allclose(arr.sum(axis=1), 1.0, atol=1e-3)):
         raise ValueError(f"{name}: cross_entropy targets must be one-hot or probability rows (>= 0, summing to 1)")
     if loss == "binary_cross_entropy" and ((arr < 0).any() or (arr > 1).any()):
         raise ValueError(f"{name}: binary_cross_entropy targets must be in [0, 1] (labels 0 / 1 or probabilities)")
     return arr
+
+
+def finite_float32(arr: np.ndarray, name: str) -> np.ndarray:
+    """Targets as float32, refusing NaN and inf (also where float32 overflows)."""
+    out = arr.astype(np.float32, copy=False)
+    if not np.isfinite(out).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    return out
 
 
 def token_targets(arr: np.ndarray, output_shape: tuple[int, ...], loss: str, name: str) -> np.ndarray:
@@ -120,13 +138,13 @@ def token_targets(arr: np.ndarray, output_shape: tuple[int, ...], loss: str, nam
 
 
 def sample_weights(sample_weight: ArrayLike | None, class_weight: dict | None, t: np.ndarray | None,
-                   n: int, loss: str) -> np.ndarray | None:
+                   n: int, loss: Loss) -> np.ndarray | None:
     """Per-sample weights (n,) as float64 from fit's ``sample_weight`` (n,) numbers >= 0 and
     ``class_weight`` ({class id: weight}, classes not named weigh 1; cross_entropy only); None when
     neither is given."""
     if sample_weight is None and class_weight is None:
         return None
-    if loss not in WEIGHTED_LOSSES:
+    if not callable(loss) and loss not in WEIGHTED_LOSSES:
         raise ValueError(f"sample_weight and class_weight need one of the losses {list(WEIGHTED_LOSSES)}, "
                          f"got {loss!r}")
     w = np.ones(n)
@@ -199,7 +217,7 @@ def check_validation_split(validation_split: float, validation_data: object) -> 
     return validation_split
 
 
-def check_validation_data(model: Network, validation_data: object, loss: str) -> tuple[np.ndarray, np.ndarray | None]:
+def check_validation_data(model: Network, validation_data: object, loss: Loss) -> tuple[np.ndarray, np.ndarray | None]:
     """(x_val, targets) from ``validation_data=(x_val, y_val)``."""
     if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
         raise ValueError("validation_data must be a pair (x_val, y_val)")

@@ -17,8 +17,9 @@ _NOT_METRICS = ("time", "lr")
 class History:
     """Per-epoch metrics of a ``fit``: ``history`` maps a metric name to a list (one value per epoch).
 
-    Names: loss, loss_unc, accuracy, accuracy_unc, val_loss, val_loss_unc, val_accuracy,
-    val_accuracy_unc, time (seconds), lr. Accuracies are fractions in [0, 1]; NaN where undefined.
+    Names: loss, loss_unc, then each metric of fit's ``metrics`` (default: accuracy) and its
+    uncertainty (accuracy, accuracy_unc, ...), the same with "val_" for the validation data, time
+    (seconds), lr. Accuracies are fractions in [0, 1]; NaN where undefined.
     """
 
     def __init__(self) -> None:

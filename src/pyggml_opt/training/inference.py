@@ -1,19 +1,24 @@
 """predict / evaluate: forward passes through ggml-opt's allocation-based graphs.
 
 Each batch gets a forward graph of its own size (``ggml_opt_prepare_alloc`` / ``ggml_opt_alloc``), so
-any number of samples is computed without padding and without a cached graph per batch size."""
+any number of samples is computed without padding and without a cached graph per batch size. For a
+loss function (``fit(loss=fn)``) the graph also computes the loss of each sample, from label rows
+given beside the input."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Literal, Sequence, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._lib import lib
 from ..checks import check_int
-from ..core import OptContext, Scheduler
-from ..nn import ForwardGraph, Network, ParamStore, check_network
+from ..core import OptContext, Scheduler, tensor_data
+from ..nn import ForwardGraph, Network, ParamStore, check_network, ops
 from .checks import check_loss, check_x, targets
-from .metrics import loss_and_accuracy, sigmoid, softmax
+from .logs import evaluation_logs
+from .losses import Loss, LossFn, check_custom_loss, custom_loss, sigmoid, softmax
+from .metrics import Metric, Metrics, get_metrics
 from .session import SESSION, Session, device_of, exclusive_use, session_for
 
 
@@ -24,28 +29,40 @@ class Inference:
         # "sum": a loss that needs no labels; ggml-opt adds it to every graph, its value is unused
         self.opt_ctx = OptContext(scheduler, "sum", forward_only=True)
 
-    def run(self, network: Network, store: ParamStore, xb: np.ndarray) -> np.ndarray:
-        """``network``'s outputs for the batch ``xb`` (any number of samples)."""
-        graph = ForwardGraph(network, store, xb.shape[0], static=False)
+    def run(self, network: Network, store: ParamStore, xb: np.ndarray, yb: np.ndarray | None = None,
+            loss: LossFn | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """``network``'s outputs for the batch ``xb`` (any number of samples) and, given a loss function
+        and label rows ``yb``, its loss per sample (each the batch's loss if it returns a scalar)."""
+        n = xb.shape[0]
+        graph = ForwardGraph(network, store, n, static=False)
+        labels = per = None
+        if loss is not None:
+            assert yb is not None and graph.gf is not None  # labels come with the loss; graphs made here have gf
+            labels = ops.new_input(graph.ctx_compute, yb.shape, "labels")
+            lib.ggml_set_input(labels.ptr)
+            per = custom_loss(loss, graph.out, labels)[0]
+            lib.ggml_set_output(per.ptr)
+            lib.ggml_build_forward_expand(graph.gf, per.ptr)
         self.opt_ctx.prepare_alloc(graph.ctx_compute, graph.gf, graph.inputs, graph.outputs, keep_alive=graph)
         self.opt_ctx.alloc(backward=False)
         graph.set_input(xb.reshape(graph.batch, -1))
+        if labels is not None:
+            assert yb is not None  # given with the loss
+            tensor_data.set(labels.ptr, yb)
         self.opt_ctx.eval()
-        return graph.output()
+        losses = None if per is None else np.broadcast_to(tensor_data.get(per.ptr, per.ndim).ravel(), (n,))
+        return graph.output(), losses
 
     def close(self) -> None:
         self.opt_ctx.close()
 
 
-def forward_all(x: np.ndarray, batch: int, run: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """Outputs for every sample of ``x``, in batches of at most ``batch``."""
-    return np.concatenate([run(x[start:start + batch]) for start in range(0, x.shape[0], batch)], axis=0)
-
-
 def forward(network: Network, x: np.ndarray, batch_size: int, backend: str | None = None,
-            n_threads: int | None = None) -> np.ndarray:
+            n_threads: int | None = None, labels: np.ndarray | None = None,
+            loss: LossFn | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Raw outputs (n, n_out) of ``network`` for checked samples ``x``, on ``backend`` (default: the
-    network's own). The caller holds the network's lock."""
+    network's own), and for a loss function ``loss`` with label rows ``labels`` the loss per sample.
+    The caller holds the network's lock."""
     device = device_of(network, backend)
     current: Session | None = network.attachment(SESSION)
     if network.busy is not None and current is not None and device != current.device:
@@ -56,14 +73,21 @@ def forward(network: Network, x: np.ndarray, batch_size: int, backend: str | Non
         s.inference = Inference(s.scheduler)
     inference = s.inference
     store = network.params_on(s.scheduler.main)
+    outputs, losses = [], []
     try:
-        return forward_all(x, batch_size, lambda xb: inference.run(network, store, xb))
+        for start in range(0, x.shape[0], batch_size):
+            b = slice(start, start + batch_size)
+            out, per = inference.run(network, store, x[b], None if labels is None else labels[b], loss)
+            outputs.append(out)
+            if per is not None:
+                losses.append(per)
     except BaseException:
         # interrupted between ggml_opt_alloc and ggml_opt_eval (Ctrl+C), the context would abort on
         # its next alloc: start the next call with a fresh one
         inference.close()
         s.inference = None
         raise
+    return np.concatenate(outputs, axis=0), np.concatenate(losses) if losses else None
 
 
 def predict(model: Network, x: ArrayLike, *, batch_size: int = 256, logits: bool | None = None,
@@ -72,7 +96,7 @@ def predict(model: Network, x: ArrayLike, *, batch_size: int = 256, logits: bool
 
     For a model trained with (or loaded as) a cross-entropy classifier the outputs are logits and
     ``predict`` returns softmax probabilities (sigmoid ones after ``binary_cross_entropy``), unless
-    ``logits=True``. ``backend``: default the one
+    ``logits=True``; after a loss function, the raw outputs. ``backend``: default the one
     the model last ran on (the CPU for a new model).
     """
     check_network(model)
@@ -80,23 +104,61 @@ def predict(model: Network, x: ArrayLike, *, batch_size: int = 256, logits: bool
     x = check_x(model, x)
     model.require_built()
     with exclusive_use(model):
-        out = forward(model, x, batch_size, backend, n_threads)
+        out = forward(model, x, batch_size, backend, n_threads)[0]
     to_probs = sigmoid if model.loss == "binary_cross_entropy" else softmax
     as_probs = model.loss in ("cross_entropy", "binary_cross_entropy") if logits is None else not logits
     return to_probs(out) if as_probs else out
 
 
-def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: str | None = None,
-             batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
-             return_uncertainty: bool = False) -> tuple[float, ...]:
-    """(loss, accuracy) of ``model`` on ``x``, ``y``; accuracy is a fraction, NaN unless the loss is
-    cross_entropy. ``loss`` defaults to the one the model was trained with. With
-    ``return_uncertainty`` returns (loss, loss_unc, accuracy, accuracy_unc)."""
+def validate(model: Network, x: np.ndarray, t: np.ndarray | None, loss: Loss, metrics: Sequence[Metric],
+             batch_size: int,
+             backend: str | None = None, n_threads: int | None = None, batch_means: bool = False) -> dict[str, float]:
+    """The loss and ``metrics`` (bound ``Metric`` objects) of ``model`` on checked samples ``x`` and
+    targets ``t``: the logs of evaluate and of fit's validation. ``batch_means``: the loss function
+    returns the batch's mean. The caller holds the network's lock."""
+    fn = loss if callable(loss) else None
+    out, losses = forward(model, x, batch_size, backend, n_threads, t if fn is not None else None, fn)
+    return evaluation_logs(out, t, loss, metrics, losses, batch_means)
+
+
+@overload
+def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: Loss | None = None,
+             metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
+             return_uncertainty: bool = False, return_dict: Literal[False] = False) -> tuple[float, ...]: ...
+
+
+@overload
+def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: Loss | None = None,
+             metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
+             return_uncertainty: bool = False, return_dict: Literal[True]) -> dict[str, float]: ...
+
+
+def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: Loss | None = None,
+             metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
+             return_uncertainty: bool = False, return_dict: bool = False) -> tuple[float, ...] | dict[str, float]:
+    """The loss and the metrics of ``model`` on ``x``, ``y``.
+
+    loss: a loss name or a loss function (``fit``'s ``loss``); default the one the model was trained
+       with (a loss function is not kept in model files: pass it again after ``pgo.load``). The loss
+       is the mean over samples (of tokens for sequence outputs, in nats for cross_entropy).
+    metrics: as ``fit``'s: metric names or ``Metric`` objects; default the accuracy (a fraction, NaN
+       unless the loss is cross_entropy or binary_cross_entropy).
+    Returns a tuple: (loss, accuracy) by default, else (loss, *metrics) in the order given; with
+    ``return_uncertainty`` each value is followed by its uncertainty, (loss, loss_unc, accuracy,
+    accuracy_unc, ...). With ``return_dict`` a dict of the same values by name instead: "loss",
+    the metrics' names, and with ``return_uncertainty`` their "_unc" entries (as fit's logs).
+    """
     check_network(model)
     loss = check_loss(loss or model.loss or "cross_entropy")
+    batch_size = check_int("batch_size", batch_size)
     x = check_x(model, x)
     model.require_built()
+    assert model.output_shape is not None  # built
     t = targets(model, y, x.shape[0], loss)
-    out = predict(model, x, batch_size=batch_size, logits=True, backend=backend, n_threads=n_threads)
-    lv, lu, av, au = loss_and_accuracy(out, t, loss)
-    return (lv, lu, av, au) if return_uncertainty else (lv, av)
+    batch_means = check_custom_loss(loss, model.output_shape, t)
+    bound = get_metrics(metrics, loss, model.output_shape, None if t is None else t.shape[1:])
+    with exclusive_use(model):
+        logs = validate(model, x, t, loss, bound, batch_size, backend, n_threads, batch_means)
+    if not return_uncertainty:
+        logs = {k: v for k, v in logs.items() if not k.endswith("_unc")}
+    return logs if return_dict else tuple(logs.values())

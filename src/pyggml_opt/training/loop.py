@@ -12,8 +12,10 @@ How ``fit`` drives ggml-opt:
      the batch's row numbers into the graph's input (on the CPU the graph's first op, GET_ROWS,
      gathers those rows from the dataset; a device gets the rows gathered on the host) and its labels
      into the label tensor -> ``ggml_opt_eval`` (GIL released).
-  4. After each epoch: train loss/accuracy (± uncertainty) from the ggml-opt result, validation
-     metrics from forward passes (``inference``), callbacks, History.
+  4. After each epoch: the train loss (± uncertainty) from the ggml-opt result, and the metrics from it
+     (its accuracy) or from the outputs of the epoch's training steps (``logs.HostMetrics``, where fit
+     ends the graph with its own loss); validation loss and metrics from forward passes
+     (``inference``); callbacks, History.
 Ctrl+C stops within one batch: the model keeps the weights of the last completed optimizer step,
 ``model.history`` holds the epochs completed, and KeyboardInterrupt is raised.
 """
@@ -29,15 +31,17 @@ from numpy.typing import ArrayLike
 from ..checks import check_choice, check_int
 from ..nn import Network, check_network
 from ..saving import Checkpoint, OptimizerState, load_checkpoint
+from ..saving.model_file import CUSTOM_LOSS
 from .batching import epoch_order
 from .callbacks import Callback, CallbackList
 from .checks import (check_batch_sizes, clamp_batch_sizes, check_loss, check_seed, check_shuffle,
                      check_validation_data, check_validation_split, check_verbose, check_x, sample_weights,
                      targets)
 from .history import History
-from .inference import forward
-from .losses import OWN_LOSSES, step_weights
-from .metrics import HostAccuracy, loss_and_accuracy, result_logs, validation_logs
+from .inference import validate
+from .logs import HostMetrics, result_logs, validation_logs
+from .losses import OWN_LOSSES, Loss, check_custom_loss, step_weights
+from .metrics import Metric, Metrics, counted_by_ggml_opt, get_metrics
 from .optimizers import Optimizer
 from .optimizers import get as get_optimizer
 from .progress import Progress
@@ -58,9 +62,11 @@ class FitLoop:
 
     def __init__(self, model: Network, train: TrainingSession, optimizer: Optimizer, *, epochs: int,
                  batch_size: int, physical: int, run: int, seed: int | None, validation: Validation | None,
-                 loss: str, callbacks: CallbackList, verbose: int) -> None:
+                 loss: Loss, callbacks: CallbackList, verbose: int, metrics: list[Metric],
+                 batch_means: bool = False) -> None:
         self.model, self.train, self.optimizer = model, train, optimizer
         self.epochs, self.physical, self.run, self.validation, self.loss = epochs, physical, run, validation, loss
+        self.metrics, self.batch_means = metrics, batch_means
         self.n_train, self.batch_size = train.dataset.ndata, batch_size
         self.n_phys = -(-self.n_train // batch_size) * (batch_size // physical)
         self.rng, self.seed = np.random.default_rng(seed), seed
@@ -69,8 +75,8 @@ class FitLoop:
         self.progress = Progress(verbose, epochs, self.n_phys)
         self.start_epoch = 0
         self.history = History()
-        # fit's weighted losses: the accuracy is counted here (ggml-opt counts it for its own loss only)
-        self.host_accuracy = HostAccuracy(batch_size, loss) if train.weighted else None
+        # fit's own loss graph: the metrics are computed here (ggml-opt counts an accuracy for its own loss only)
+        self.host_metrics = HostMetrics(metrics, batch_size) if train.weighted else None
 
     def optimizer_state(self) -> OptimizerState:
         """The optimizer state now (for checkpoints)."""
@@ -123,8 +129,8 @@ class FitLoop:
             assert train.dataset.labels is not None  # a label tensor comes with label rows
             labels = np.take(train.dataset.labels, order, axis=0)
         train.result.reset()
-        if self.host_accuracy is not None:
-            self.host_accuracy.reset()
+        if self.host_metrics is not None:
+            self.host_metrics.reset()
         # dropout masks: a generator of their own per epoch, so that a resumed fit draws the same ones
         masks = np.random.default_rng(None if self.seed is None else (self.seed, epoch))
         for ib in range(self.n_phys):
@@ -143,34 +149,45 @@ class FitLoop:
             for key, writer in train.step_writers.items():
                 writer.copy(self.model.fill_step_input(key, masks, writer.buf.shape))
             train.opt_ctx.eval(train.result)
-            if self.host_accuracy is not None:
+            if self.host_metrics is not None:
                 assert labels is not None  # weighted losses put their labels in batch order
-                self.host_accuracy.add(train.graph.output(), labels[b, :-1])
+                self.host_metrics.add(train.graph.output(), labels[b, :-1])
             if self.callbacks or self.progress.verbose == 1:
-                logs = result_logs(train.result, self.host_accuracy)
+                logs = result_logs(train.result, self.metrics, self.host_metrics)
                 self.progress.batch(epoch, ib, logs, t0)
                 self.callbacks.on_batch_end(ib, logs)
             if self.model.stop_training:
                 break
-        logs = result_logs(train.result, self.host_accuracy)
+        logs = result_logs(train.result, self.metrics, self.host_metrics)
         val = None
         if self.validation is not None:
             xv, yv = self.validation
-            val = loss_and_accuracy(forward(self.model, xv, physical), yv, self.loss)
-        logs.update(validation_logs(val))
+            val = validate(self.model, xv, yv, self.loss, self.metrics, physical, batch_means=self.batch_means)
+        logs.update(validation_logs(val, self.metrics))
         logs["time"] = time.perf_counter() - t0
         logs["lr"] = self.optimizer.last_lr
         return logs
 
 
+def check_resumed_metrics(history: dict, metrics: list[Metric]) -> None:
+    """ValueError unless a checkpoint's history (``History.to_dict``) has the metrics this fit reports:
+    its lists go on with this fit's logs."""
+    names = {k for k in history.get("history", {}) if not k.startswith("val_") and not k.endswith("_unc")}
+    names -= {"time", "lr"}
+    want = {"loss", *(m.name for m in metrics)}
+    if names and names != want:
+        raise ValueError(f"the checkpoint's history has the metrics {sorted(names)}, this fit reports {sorted(want)}: "
+                         "resume with the same metrics=")
+
+
 def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int = 1, batch_size: int = 32,
         physical_batch_size: int | None = None, validation_split: float = 0.0,
-        validation_data: tuple[ArrayLike, ArrayLike | None] | None = None, loss: str = "cross_entropy",
+        validation_data: tuple[ArrayLike, ArrayLike | None] | None = None, loss: Loss = "cross_entropy",
         optimizer: Optimizer | str = "adamw", shuffle: bool | int | str = True, seed: int | None = 0,
         backend: str | None = None, n_threads: int | None = None, verbose: int | str = 1,
         callbacks: Iterable[Callback] = (), resume_from: str | os.PathLike[str] | None = None, gather: str = "auto",
         sample_weight: ArrayLike | None = None, class_weight: dict | None = None,
-        optimizer_state: OptimizerState | None = None) -> History:
+        optimizer_state: OptimizerState | None = None, metrics: Metrics = None) -> History:
     """Train ``model`` on numpy data with ggml-opt.
 
     x: (n, *input_shape) numbers (float64 and ints are converted to float32).
@@ -178,6 +195,22 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
        (n, n_out) for ``"mse"``, ``"mae"``, ``"huber"``, and in [0, 1] for ``"binary_cross_entropy"``
        (on logits, as PyTorch's BCEWithLogitsLoss); ignored for ``"mean"`` and ``"sum"`` (the model
        output is the loss). The losses are PyTorch's, each a mean over samples (training/losses.py).
+    loss: a name above, or a loss function ``fn(outputs, labels) -> Tensor`` built with ``pgo.ops``
+       from the outputs (n, *output_shape) and the label rows (n, k) of ``y`` (float rows; a column
+       (n,) becomes (n, 1)), returning per-sample losses (n,) or (n, 1), or a scalar (the batch's
+       mean: then no sample_weight). It is tried on a graph before training (an error, a result that is
+       not a Tensor or has another shape is a ValueError / TypeError naming it); every step minimises
+       the mean (weighted: the weighted mean) of its batch's losses, and validation and ``evaluate``
+       compute it in the forward graph. Model files and checkpoints name the function but cannot hold
+       it: pass it again to ``evaluate`` after ``pgo.load``, and to ``fit`` with ``resume_from``.
+    metrics: metric names or ``pgo.Metric`` objects (``training/metrics.py``): "accuracy",
+       "top_k_accuracy" (``pgo.TopKAccuracy(k)`` for another k), "mae", "mse"; History then has
+       each name and "val_" + name, with their "_unc" uncertainties. Default: the accuracy (NaN
+       unless the loss is cross_entropy or binary_cross_entropy). A metric that does not fit the loss
+       (top_k_accuracy for mse, mae for cross_entropy) is a ValueError. Training values come from the
+       outputs of the epoch's training steps (before each step's update), validation values from
+       forward passes after the epoch; metrics other than the accuracy make fit end the training graph
+       with its own loss (as sample_weight does) to read those outputs. Metrics are unweighted.
     batch_size: samples per optimizer step; physical_batch_size: samples per graph evaluation
        (default batch_size; must divide it: gradients are accumulated over batch_size / physical).
        A batch_size above the number of training samples is cut to it (as Keras and PyTorch do), and
@@ -228,12 +261,24 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
     model.ensure_built(x.shape[1:], seed)
     x = check_x(model, x)
     n = x.shape[0]
+    checkpoint = load_checkpoint(resume_from, model) if resume_from is not None else None
+    if checkpoint is not None and checkpoint.loss.startswith(CUSTOM_LOSS) and not callable(loss):
+        raise ValueError(f"{resume_from!s} was trained with the loss function {checkpoint.loss[len(CUSTOM_LOSS):]!r}, "
+                         "which a checkpoint cannot hold: pass it again as loss=")
     t = targets(model, y, n, loss)
-    weights = sample_weights(sample_weight, class_weight, t, n, loss)
     assert model.output_shape is not None  # built above
+    batch_means = check_custom_loss(loss, model.output_shape, t)
+    bound = get_metrics(metrics, loss, model.output_shape, None if t is None else t.shape[1:])
+    if checkpoint is not None:
+        check_resumed_metrics(checkpoint.history, bound)
+    weights = sample_weights(sample_weight, class_weight, t, n, loss)
     if len(model.output_shape) == 2 and class_weight is not None:
         raise ValueError("class_weight is for models with one class per sample, not sequence outputs")
-    if weights is None and (loss in OWN_LOSSES or len(model.output_shape) == 2):
+    if batch_means and weights is not None:
+        raise ValueError("sample_weight needs a loss function that returns per-sample losses (n,) or (n, 1); "
+                         "this one returns a scalar")
+    if weights is None and (callable(loss) or loss in OWN_LOSSES or len(model.output_shape) == 2
+                            or not counted_by_ggml_opt(bound)):
         weights = np.ones(n)  # fit's own loss graph reads a weight column
     n_train = n - int(n * validation_split)
     if n_train < 1:
@@ -243,12 +288,13 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
         validation = (x[n_train:], t[n_train:] if t is not None else None)
     elif validation_data is not None:
         validation = check_validation_data(model, validation_data, loss)
+        if callable(loss) and validation[1] is not None and t is not None and validation[1].shape[1] != t.shape[1]:
+            raise ValueError(f"validation_data[1] has label rows of width {validation[1].shape[1]}, y of {t.shape[1]}")
     else:
         validation = None
 
     with exclusive_use(model):
         model.check_not_busy("fit")  # fit from one of this fit's callbacks (the lock is re-entrant)
-        checkpoint = load_checkpoint(resume_from, model) if resume_from is not None else None
         session = session_for(model, backend, n_threads)
         model.busy = "fit is running"
         train = None
@@ -257,7 +303,8 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
                                            loss, opt, batch_size, physical, gather,
                                            weights[:n_train] if weights is not None else None)
             loop = FitLoop(model, train, opt, epochs=epochs, batch_size=batch_size, physical=physical, run=run,
-                           seed=seed, validation=validation, loss=loss, callbacks=callback_list, verbose=verbose)
+                           seed=seed, validation=validation, loss=loss, callbacks=callback_list, verbose=verbose,
+                           metrics=bound, batch_means=batch_means)
             if checkpoint is not None:
                 loop.resume(checkpoint)
             elif optimizer_state is not None:

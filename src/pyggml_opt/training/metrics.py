@@ -1,123 +1,215 @@
-"""Loss and accuracy, with their uncertainties, as ggml-opt defines them: from a ggml-opt result
-(training batches) or from outputs computed here (validation, evaluate)."""
+"""Metrics: what ``fit`` reports per epoch besides the loss (``metrics=``, as Keras's) and ``evaluate``
+returns. Each is the mean of one value per item (a sample, a token of a sequence, or an output for
+binary labels) computed in float64 numpy from the model's outputs and the targets, with the
+uncertainty ggml-opt gives its accuracy: the standard deviation of the items over sqrt(count).
+
+By name: "accuracy" (``Accuracy``), "top_k_accuracy" (``TopKAccuracy(k=5)``), "mae"
+(``MeanAbsoluteError``) and "mse" (``MeanSquaredError``). Targets are what fit's checks make of
+``y``: one-hot or probability rows for cross_entropy (class ids become one-hot rows), token ids
+(n, T) for sequence outputs, float rows otherwise.
+"""
 from __future__ import annotations
 
-import math
+import copy
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
-from ..core import Result
-from .losses import OWN_LOSSES, host_losses
+from ..checks import check_int
+from .losses import Loss
+
+# names a metric cannot take: the other entries of fit's logs, and the prefix / suffix they add
+_RESERVED = ("loss", "time", "lr")
 
 
-def result_logs(result: Result, weighted: "HostAccuracy | None" = None) -> dict:
-    """loss, loss_unc, accuracy, accuracy_unc accumulated in ``result``.
+class Metric:
+    """A metric of ``fit`` / ``evaluate``: the mean of ``values(outputs, targets)`` over every item.
 
-    For fit's weighted losses (``weighted``: the accuracy counted on the host) ggml-opt's SUM loss adds
-    up the weighted mean loss of every step: it is divided by the number of steps here, and the
-    accuracy, which ggml-opt counts only for its own cross-entropy, comes from ``weighted``."""
-    lv, lu = result.loss()
-    if weighted is None:
-        av, au = result.accuracy()
-    else:
-        steps = result.ndata / weighted.batch_size
-        lv, lu = (lv / steps, lu / steps) if steps else (float("nan"), float("nan"))
-        av, au = weighted.value()
-    return {"loss": lv, "loss_unc": lu, "accuracy": av, "accuracy_unc": au}
+    Subclass it for a metric of your own: set ``name`` (the History key; ``mode="auto"`` of the
+    callbacks maximises names containing "acc" and minimises the others) and implement ``values``;
+    override ``bind`` to refuse losses or targets the metric does not fit."""
 
+    name = "metric"
 
-def accuracy_of(correct: int, n: int) -> tuple[float, float]:
-    """The fraction correct and its binomial uncertainty, as ggml-opt computes them."""
-    if n == 0:
-        return float("nan"), float("nan")
-    acc = correct / n
-    return acc, math.sqrt(acc * (1 - acc) / (n - 1)) if n > 1 else float("nan")
+    def __init__(self, name: str | None = None) -> None:
+        if name is not None:
+            self.name = name
+        check_metric_name(self.name)
 
+    def bind(self, loss: Loss, output_shape: tuple[int, ...], target_shape: tuple[int, ...]) -> Metric:
+        """The metric that ``fit`` / ``evaluate`` computes for ``loss`` (a name or a loss function),
+        outputs of ``output_shape`` and targets of ``target_shape`` per sample; ValueError when it does
+        not fit them."""
+        return self
 
-def binary_correct(outputs: np.ndarray, targets: np.ndarray) -> int:
-    """Outputs (logits) on the same side of 0 as their targets of 0 / 1 are on 1/2 (Keras's
-    binary_accuracy), counted over every output."""
-    return int(((outputs > 0) == (targets >= 0.5)).sum())
+    def values(self, outputs: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """One value per item for outputs (n, *output_shape) and targets (n, *target_shape)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement values(outputs, targets)")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
 
 
-def binary_accuracy(outputs: np.ndarray, targets: np.ndarray) -> tuple[float, float]:
-    return accuracy_of(binary_correct(outputs, targets), outputs.size)
+def check_metric_name(name: object) -> str:
+    """A metric name that leaves fit's other log entries alone."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"a metric's name must be a non-empty str, got {name!r}")
+    if name in _RESERVED or name.startswith("val_") or name.endswith("_unc"):
+        raise ValueError(f"a metric cannot be named {name!r}: fit's logs use {list(_RESERVED)}, the prefix 'val_' "
+                         "and the suffix '_unc'")
+    return name
 
 
-class HostAccuracy:
-    """Correct predictions of training batches counted here, where ggml-opt counts none (fit's own loss
-    graph): the class of the largest output for cross_entropy, the side of 0 of every output for
-    binary_cross_entropy; no accuracy for the other losses."""
-
-    def __init__(self, batch_size: int, loss: str) -> None:
-        self.batch_size, self.loss = batch_size, loss
-        self.correct = self.seen = 0
-
-    def reset(self) -> None:
-        self.correct = self.seen = 0
-
-    def add(self, outputs: np.ndarray, targets: np.ndarray) -> None:
-        if self.loss == "cross_entropy" and outputs.ndim == 3:   # token ids (n, T) against (n, T, V)
-            self.correct += int((outputs.argmax(axis=-1) == targets).sum())
-            self.seen += targets.size
-        elif self.loss == "cross_entropy":
-            self.correct += int((outputs.argmax(axis=1) == targets.argmax(axis=1)).sum())
-            self.seen += outputs.shape[0]
-        elif self.loss == "binary_cross_entropy":
-            self.correct += binary_correct(outputs, targets)
-            self.seen += outputs.size
-
-    def value(self) -> tuple[float, float]:
-        return accuracy_of(self.correct, self.seen)
+def _classes(metric: Metric, loss: Loss, output_shape: tuple[int, ...], target_shape: tuple[int, ...]) -> int:
+    """The number of classes for a metric that compares the largest outputs with the target class (the
+    largest entry of a one-hot or probability row, or a token id); ValueError for losses without classes."""
+    if loss == "cross_entropy":
+        return output_shape[-1]
+    if callable(loss) and len(output_shape) == 1 and target_shape == output_shape:
+        return output_shape[0]   # a loss function on rows of class scores against class rows
+    raise ValueError(f"metric {metric.name!r} needs classes: loss 'cross_entropy', or a loss function with label "
+                     f"rows of the outputs' shape {output_shape}; got loss {_loss_name(loss)!r} with targets of "
+                     f"shape {target_shape}")
 
 
-def log_softmax(z: np.ndarray) -> np.ndarray:
-    """log softmax over the last axis, stable for any magnitude."""
-    z = z - z.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+def _loss_name(loss: Loss) -> str:
+    return loss if isinstance(loss, str) else "a loss function"
 
 
-def sigmoid(z: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-z)), the probabilities of binary logits, without overflow."""
-    return np.exp(-np.logaddexp(0.0, -z)).astype(z.dtype, copy=False)
+class Accuracy(Metric):
+    """The fraction of correct predictions: the largest output is the target class (per sample, or per
+    token of a sequence); for ``"binary_cross_entropy"`` every output on the target's side of 0 (its
+    logits; targets >= 0.5 count as 1), as Keras's binary_accuracy."""
+
+    name = "accuracy"
+    _binary = False
+
+    def bind(self, loss: Loss, output_shape: tuple[int, ...], target_shape: tuple[int, ...]) -> Metric:
+        if loss == "binary_cross_entropy":
+            bound = copy.copy(self)
+            bound._binary = True
+            return bound
+        _classes(self, loss, output_shape, target_shape)
+        return self
+
+    def values(self, outputs: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        if self._binary:
+            return ((outputs > 0) == (targets >= 0.5)).ravel()
+        if outputs.ndim == 3:   # token ids (n, T) against (n, T, V)
+            return (outputs.argmax(axis=-1) == targets).ravel()
+        return outputs.argmax(axis=1) == targets.argmax(axis=1)
 
 
-def softmax(z: np.ndarray) -> np.ndarray:
-    """softmax over the last axis (the probabilities of logits)."""
-    return np.exp(log_softmax(z))
+class TopKAccuracy(Metric):
+    """The fraction of samples (tokens of a sequence) whose target class is among the ``k`` largest
+    outputs, as Keras's sparse_top_k_categorical_accuracy (outputs tied with the k-th largest count as
+    among them). Named "top_k_accuracy" for k = 5, else "top{k}_accuracy" (``name`` overrides)."""
+
+    def __init__(self, k: int = 5, name: str | None = None) -> None:
+        self.k = check_int("k", k)
+        super().__init__(name if name is not None else "top_k_accuracy" if self.k == 5 else f"top{self.k}_accuracy")
+
+    def bind(self, loss: Loss, output_shape: tuple[int, ...], target_shape: tuple[int, ...]) -> Metric:
+        n_classes = _classes(self, loss, output_shape, target_shape)
+        if self.k > n_classes:
+            raise ValueError(f"metric {self.name!r}: k={self.k} exceeds the {n_classes} classes of the outputs")
+        return self
+
+    def values(self, outputs: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        target = targets if outputs.ndim == 3 else targets.argmax(axis=-1)
+        score = np.take_along_axis(outputs, target.astype(np.int64)[..., None], axis=-1)
+        above = (outputs > score).sum(axis=-1)   # classes strictly ahead of the target's
+        return ((above < self.k) & np.isfinite(score[..., 0])).ravel()
+
+    def __repr__(self) -> str:
+        return f"TopKAccuracy(k={self.k}, name={self.name!r})"
 
 
-def loss_and_accuracy(outputs: np.ndarray, targets: np.ndarray | None, loss: str) -> tuple[float, float, float, float]:
-    """(loss, loss_unc, accuracy, accuracy_unc) over samples, as ggml-opt defines them."""
-    n = outputs.shape[0]
-    if loss == "cross_entropy" and outputs.ndim == 3:
-        assert targets is not None  # token ids (n, T)
-        ids = targets.astype(np.int64)
-        token = -np.take_along_axis(log_softmax(outputs.astype(np.float64)), ids[..., None], axis=-1)[..., 0]
-        per = token.mean(axis=1)   # every sample has T tokens: the mean of these is the mean per token
-        acc, acc_unc = accuracy_of(int((outputs.argmax(axis=-1) == ids).sum()), ids.size)
-    elif loss == "cross_entropy":
-        assert targets is not None  # None only for the losses without labels
-        per = -(targets * log_softmax(outputs)).sum(axis=1)
-        acc, acc_unc = accuracy_of(int((outputs.argmax(axis=1) == targets.argmax(axis=1)).sum()), n)
-    elif loss == "mse":
-        per = ((outputs - targets) ** 2).mean(axis=1)
-        acc = acc_unc = float("nan")
-    elif loss in OWN_LOSSES:
-        assert targets is not None  # these losses have labels
-        per = host_losses(outputs, targets, loss)
-        acc, acc_unc = binary_accuracy(outputs, targets) if loss == "binary_cross_entropy" else (math.nan, math.nan)
-    else:
-        per = outputs.mean(axis=1) if loss == "mean" else outputs.sum(axis=1)
-        acc = acc_unc = float("nan")
-    value = per.mean() if loss != "sum" else per.sum()
-    unc = per.std(ddof=1) / math.sqrt(n) if n > 1 else float("nan")
-    if loss == "sum":
-        unc *= n
-    return float(value), float(unc), float(acc), float(acc_unc)
+class _Regression(Metric):
+    """A per-sample mean over the outputs of an element-wise error, for outputs and targets of one shape."""
+
+    def bind(self, loss: Loss, output_shape: tuple[int, ...], target_shape: tuple[int, ...]) -> Metric:
+        if loss in ("mse", "mae", "huber") or (callable(loss) and target_shape == output_shape):
+            return self
+        raise ValueError(f"metric {self.name!r} compares outputs with targets of their shape: it needs loss "
+                         f"'mse', 'mae', 'huber' or a loss function with label rows of the outputs' shape "
+                         f"{output_shape}; got loss {_loss_name(loss)!r} with targets of shape {target_shape}")
+
+    def error(self, diff: np.ndarray) -> np.ndarray:
+        """The element-wise error of ``diff`` = outputs - targets."""
+        raise NotImplementedError
+
+    def values(self, outputs: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        diff = outputs.astype(np.float64) - targets.astype(np.float64)
+        return self.error(diff).reshape(diff.shape[0], -1).mean(axis=1)
 
 
-def validation_logs(values: tuple[float, float, float, float] | None) -> dict:
-    """The val_* entries of an epoch's logs (NaN without validation data)."""
-    v = values if values is not None else (float("nan"),) * 4
-    return dict(zip(("val_loss", "val_loss_unc", "val_accuracy", "val_accuracy_unc"), v))
+class MeanAbsoluteError(_Regression):
+    """The mean absolute error |output - target|, per sample over its outputs ("mae")."""
+
+    name = "mae"
+
+    def error(self, diff: np.ndarray) -> np.ndarray:
+        return np.abs(diff)
+
+
+class MeanSquaredError(_Regression):
+    """The mean squared error (output - target)^2, per sample over its outputs ("mse")."""
+
+    name = "mse"
+
+    def error(self, diff: np.ndarray) -> np.ndarray:
+        return diff ** 2
+
+
+class Unavailable(Metric):
+    """The default accuracy of a loss without classes: reported as NaN."""
+
+    name = "accuracy"
+
+    def values(self, outputs: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        return np.empty(0)
+
+
+METRICS: dict[str, type[Metric]] = {"accuracy": Accuracy, "top_k_accuracy": TopKAccuracy,
+                                    "mae": MeanAbsoluteError, "mse": MeanSquaredError}
+MetricSpec = Union[str, Metric]
+Metrics = Optional[Sequence[MetricSpec]]
+
+
+def get_metrics(metrics: Metrics, loss: Loss, output_shape: tuple[int, ...],
+                target_shape: tuple[int, ...] | None) -> list[Metric]:
+    """The metrics to compute, bound to the loss and the shapes; ``target_shape`` None: the loss takes no
+    targets. None gives the default: the accuracy, NaN for losses without classes (as ggml-opt reports
+    it)."""
+    if metrics is None:
+        if loss in ("cross_entropy", "binary_cross_entropy"):
+            assert target_shape is not None  # these losses have targets
+            return [Accuracy().bind(loss, output_shape, target_shape)]
+        return [Unavailable()]
+    if isinstance(metrics, (str, Metric)) or not isinstance(metrics, Sequence):
+        raise TypeError(f"metrics must be a list of metric names or Metric objects, such as metrics=['mae'], "
+                        f"got {metrics!r}")
+    bound = []
+    for m in metrics:
+        if isinstance(m, str):
+            if m not in METRICS:
+                raise ValueError(f"unknown metric {m!r}; known: {sorted(METRICS)} (or a pgo.Metric object)")
+            m = METRICS[m]()
+        elif not isinstance(m, Metric):
+            raise TypeError(f"metrics must be metric names or Metric objects, got {type(m).__name__}")
+        if target_shape is None:
+            raise ValueError(f"metric {m.name!r} compares outputs with targets; loss {_loss_name(loss)!r} takes none")
+        m = m.bind(loss, output_shape, target_shape)
+        check_metric_name(m.name)   # also of a subclass that set it without Metric.__init__
+        bound.append(m)
+    names = [m.name for m in bound]
+    if len(set(names)) < len(names):
+        raise ValueError(f"metrics with the same name: {sorted(n for n in set(names) if names.count(n) > 1)}")
+    return bound
+
+
+def counted_by_ggml_opt(metrics: Sequence[Metric]) -> bool:
+    """Whether ggml-opt's result holds every metric of ``metrics`` (its accuracy, NaN but for its own
+    cross_entropy), so that fit need not read the outputs of its training steps."""
+    return all(type(m) in (Accuracy, Unavailable) for m in metrics)

@@ -1,8 +1,12 @@
-"""Optimizers: AdamW and SGD with ggml-opt's parameters, an optional learning-rate schedule.
+"""Optimizers: AdamW and SGD with ggml-opt's parameters, an optional learning-rate schedule and
+optional gradient clipping by the global norm.
 
 ggml-opt asks for the optimizer parameters once per optimizer step (through a C callback that returns
 ``struct ggml_opt_optimizer_params`` by value); ``c_params`` answers it. The learning rate may be a
 number or a callable ``lr(step) -> float`` where ``step`` counts optimizer steps from 0.
+``global_clipnorm`` is fixed when ggml-opt builds the training graph (``ggml_opt_params.grad_clip_norm``,
+vendor patch 0012): the graph computes the global L2 norm of the accumulated gradients and scales them
+before each step.
 """
 from __future__ import annotations
 
@@ -16,8 +20,8 @@ LearningRate = Union[float, Callable[[int], float]]
 
 
 def check_lr(name: str, value: object) -> float:
-    """A learning rate: > 0 and still > 0 and finite as the float32 ggml-opt receives (a smaller value
-    becomes 0.0 there, and ggml-opt aborts on alpha <= 0)."""
+    """A learning rate (or ``global_clipnorm``): > 0 and still > 0 and finite as the float32 ggml-opt
+    receives (a smaller value becomes 0.0 there, and ggml-opt aborts on alpha <= 0)."""
     v = check_number(name, value, 0.0, math.inf, lo_open=True)
     as_f32 = float(ffi.cast("float", v))
     if not (0.0 < as_f32 < math.inf):
@@ -27,19 +31,28 @@ def check_lr(name: str, value: object) -> float:
 
 
 class Optimizer:
-    """Base class: holds the learning rate (or schedule), weight decay and the step counter."""
+    """Base class: holds the learning rate (or schedule), weight decay, the gradient-clipping threshold
+    and the step counter.
+
+    ``global_clipnorm``: None (default) or a threshold > 0: before every optimizer step the gradients
+    of all parameters are scaled together by min(1, global_clipnorm / (norm + 1e-6)), norm being
+    their global L2 norm (as ``torch.nn.utils.clip_grad_norm_`` before ``optimizer.step()``, and
+    Keras's ``global_clipnorm``). With gradient accumulation (``physical_batch_size`` < ``batch_size``)
+    the norm is that of the accumulated gradient the step uses. The step then proceeds as usual on the
+    clipped gradients (AdamW's moments see them too)."""
 
     type: int
     name: str
     schedule: Callable[[int], float] | None
     lr: float | None  # None with a schedule
 
-    def __init__(self, lr: LearningRate, weight_decay: float) -> None:
+    def __init__(self, lr: LearningRate, weight_decay: float, global_clipnorm: float | None = None) -> None:
         if callable(lr):
             self.schedule, self.lr = lr, None
         else:
             self.schedule, self.lr = None, check_lr("lr", lr)
         self.weight_decay = check_number("weight_decay", weight_decay, 0.0, 1.0)
+        self.global_clipnorm = None if global_clipnorm is None else check_lr("global_clipnorm", global_clipnorm)
         self.step = 0
         self._pending: BaseException | None = None
         self._last_lr: float | None = self.lr if self.lr is not None else None
@@ -93,6 +106,19 @@ class Optimizer:
     def _fill(self, p: CData, lr: float) -> None:
         raise NotImplementedError
 
+    def get_config(self) -> dict:
+        """The constructor arguments (``lr`` is the schedule itself when there is one)."""
+        return {"lr": self.schedule or self.lr, "weight_decay": self.weight_decay,
+                "global_clipnorm": self.global_clipnorm}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "Optimizer":
+        """A fresh optimizer (step 0) from ``get_config()``'s dict."""
+        return cls(**config)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in self.get_config().items()) + ")"
+
     def scale_lr(self, factor: float, min_lr: float = 0.0) -> float:
         """Multiply the (constant) learning rate by ``factor``, not below ``min_lr``; returns the new
         value. A schedule cannot be scaled: it owns the learning rate."""
@@ -105,7 +131,9 @@ class Optimizer:
 
 
 class AdamW(Optimizer):
-    """AdamW as ggml-opt implements it: lr > 0, betas in [0, 1), eps >= 0, weight decay in [0, 1].
+    """AdamW as ggml-opt implements it: lr > 0, betas in [0, 1), eps >= 0, weight decay in [0, 1];
+    ``global_clipnorm`` (None or > 0) clips the gradients by their global L2 norm before each step
+    (see ``Optimizer``).
 
     ggml-opt accepts betas of 1, but its bias correction then divides by 1 - beta**t = 0 and the
     weights become NaN at the first step, so 1 is refused here (as PyTorch does)."""
@@ -114,8 +142,8 @@ class AdamW(Optimizer):
     name = "adamw"
 
     def __init__(self, lr: LearningRate = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
-                 eps: float = 1e-8, weight_decay: float = 0.0) -> None:
-        super().__init__(lr, weight_decay)
+                 eps: float = 1e-8, weight_decay: float = 0.0, global_clipnorm: float | None = None) -> None:
+        super().__init__(lr, weight_decay, global_clipnorm)
         why = " (with 1, AdamW's bias correction divides by zero)"
         self.beta1 = check_number("beta1", beta1, 0.0, 1.0, hi_open=True, why=why)
         self.beta2 = check_number("beta2", beta2, 0.0, 1.0, hi_open=True, why=why)
@@ -125,24 +153,24 @@ class AdamW(Optimizer):
         p.adamw.alpha, p.adamw.beta1, p.adamw.beta2 = lr, self.beta1, self.beta2
         p.adamw.eps, p.adamw.wd = self.eps, self.weight_decay
 
-    def __repr__(self) -> str:
-        return f"AdamW(lr={self.schedule or self.lr}, beta1={self.beta1}, beta2={self.beta2}, eps={self.eps}, weight_decay={self.weight_decay})"
+    def get_config(self) -> dict:
+        config = super().get_config()
+        return {"lr": config.pop("lr"), "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps, **config}
 
 
 class SGD(Optimizer):
-    """Plain SGD with decoupled weight decay, as ggml-opt implements it."""
+    """Plain SGD with decoupled weight decay, as ggml-opt implements it; ``global_clipnorm`` (None or
+    > 0) clips the gradients by their global L2 norm before each step (see ``Optimizer``)."""
 
     type = lib.GGML_OPT_OPTIMIZER_TYPE_SGD
     name = "sgd"
 
-    def __init__(self, lr: LearningRate = 1e-3, weight_decay: float = 0.0) -> None:
-        super().__init__(lr, weight_decay)
+    def __init__(self, lr: LearningRate = 1e-3, weight_decay: float = 0.0,
+                 global_clipnorm: float | None = None) -> None:
+        super().__init__(lr, weight_decay, global_clipnorm)
 
     def _fill(self, p: CData, lr: float) -> None:
         p.sgd.alpha, p.sgd.wd = lr, self.weight_decay
-
-    def __repr__(self) -> str:
-        return f"SGD(lr={self.schedule or self.lr}, weight_decay={self.weight_decay})"
 
 
 def get(optimizer: Optimizer | str) -> Optimizer:

@@ -8,15 +8,17 @@ from typing import TextIO
 
 
 def _fmt(logs: dict, prefix: str = "") -> str:
+    """The loss and the metrics of ``logs`` (those with ``prefix``), each with its uncertainty:
+    accuracies (names with "acc") in percent, the accuracy shown as "acc"."""
     parts = []
-    for key in ("loss", "accuracy"):
-        v, u = logs.get(prefix + key, float("nan")), logs.get(prefix + key + "_unc", float("nan"))
+    for key in logs:
+        if key.startswith("val_") or key.endswith("_unc") or key in ("time", "lr"):
+            continue
+        v, u = logs.get(prefix + key, math.nan), logs.get(prefix + key + "_unc", math.nan)
         if math.isnan(v):
             continue
-        if key == "accuracy":
-            parts.append(f"{prefix}acc {100 * v:.2f}±{100 * u:.2f}%")
-        else:
-            parts.append(f"{prefix}loss {v:.5f}±{u:.5f}")
+        label = prefix + ("acc" if key == "accuracy" else key)
+        parts.append(f"{label} {100 * v:.2f}±{100 * u:.2f}%" if "acc" in key else f"{label} {v:.5f}±{u:.5f}")
     return "  ".join(parts)
 
 

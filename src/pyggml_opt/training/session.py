@@ -16,7 +16,7 @@ from ..nn import ForwardGraph, Network, ParamStore, Tensor, check_backward
 from ..nn.ops.tensor import INPUT_TYPES
 from ..saving import OptimizerState
 from .batching import BatchWriter
-from .losses import weighted_loss
+from .losses import Loss, LossFn, weighted_loss
 from .optimizers import Optimizer
 
 SESSION = "session"  # the key of a network's Session among its attachments
@@ -25,7 +25,8 @@ SESSION = "session"  # the key of a network's Session among its attachments
 class CachedInference(Protocol):
     """What a session keeps for predict / evaluate (``inference.Inference``, which imports this module)."""
 
-    def run(self, network: Network, store: ParamStore, xb: np.ndarray) -> np.ndarray: ...
+    def run(self, network: Network, store: ParamStore, xb: np.ndarray, yb: np.ndarray | None = None,
+            loss: LossFn | None = None) -> tuple[np.ndarray, np.ndarray | None]: ...
     def close(self) -> None: ...
 
 
@@ -110,7 +111,7 @@ class TrainingSession:
     step_writers: dict[str, BatchWriter] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, network: Network, session: Session, x: np.ndarray, targets: np.ndarray | None, loss: str,
+    def create(cls, network: Network, session: Session, x: np.ndarray, targets: np.ndarray | None, loss: Loss,
                optimizer: Optimizer, batch_size: int, physical: int, gather: str = "auto",
                weights: np.ndarray | None = None) -> "TrainingSession":
         """Write the training samples into a ggml dataset (the one copy of the user's data), then build
@@ -140,7 +141,7 @@ class TrainingSession:
         store = network.params_on(main)
         # sequence outputs (T, V): token ids become one-hot rows in the graph, through this table
         one_hot = {"one_hot": np.eye(network.output_shape[1], dtype=np.float32)} \
-            if weighted and len(network.output_shape) == 2 else None
+            if weighted and len(network.output_shape) == 2 and loss == "cross_entropy" else None
         graph = ForwardGraph(network, store, physical, rows_of=dataset.data_tensor if in_graph else None,
                              labels_width=width if weighted else None, training=True, constants=one_hot)
         outputs = graph.outputs
@@ -150,9 +151,10 @@ class TrainingSession:
         store.mark_trainable()
         check_backward(outputs)
         scheduler = Scheduler(session.scheduler.backends)
-        opt_ctx = OptContext(scheduler, "sum" if weighted else loss, optimizer,
+        opt_ctx = OptContext(scheduler, loss if isinstance(loss, str) and not weighted else "sum", optimizer,
                              static=(graph.ctx_compute, graph.inputs, outputs),
-                             opt_period=batch_size // physical, keep_alive=(graph, dataset))
+                             opt_period=batch_size // physical, keep_alive=(graph, dataset),
+                             side_effects=graph.side_effects)
         if weighted:
             assert graph.labels is not None  # made for labels_width
             labels = graph.labels.ptr

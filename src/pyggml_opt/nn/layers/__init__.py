@@ -12,13 +12,13 @@ from .dense import Dropout, Flatten, Linear, Reshape
 from .embedding import Embedding, PositionalEmbedding
 from .conv import AvgPool2d, Conv1d, Conv2d, GlobalAveragePooling1D, GlobalAveragePooling2D, MaxPool2d
 from .activations import GELU, ReLU, SiLU, Sigmoid, Softmax, Tanh
-from .norm import LayerNorm, RMSNorm
+from .norm import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm
 from .attention import MultiHeadAttention
 from .block import Block
 from .transformer import TransformerBlock
 from ..registry import register
 
-__all__ = ['AvgPool2d', 'Block', 'Conv1d', 'Conv2d', 'Dropout', 'Embedding', 'Flatten', 'GELU', 'GlobalAveragePooling1D',
+__all__ = ['AvgPool2d', 'BatchNorm1d', 'BatchNorm2d', 'Block', 'Conv1d', 'Conv2d', 'Dropout', 'Embedding', 'Flatten', 'GELU', 'GlobalAveragePooling1D',
            'GlobalAveragePooling2D', 'Layer', 'LayerNorm', 'Linear', 'MaxPool2d', 'MultiHeadAttention', 'PositionalEmbedding', 'RMSNorm',
            'ReLU', 'Reshape', 'SiLU', 'Sigmoid', 'Softmax', 'Tanh', 'TransformerBlock']
 

@@ -11,6 +11,7 @@ from .base import Layer
 def _activation(name: str, fn: Callable[[Tensor], Tensor], doc: str) -> type[Layer]:
     class _Act(Layer):
         __doc__ = doc
+        keeps_mask = True
 
         def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
             return fn(x)

@@ -15,7 +15,11 @@ class MultiHeadAttention(Layer):
     the query, key, value and output projections ``wq``, ``wk``, ``wv``, ``wo`` (dim, dim) with biases
     ``bq`` ... ``bo`` (dim,), and with ``causal`` (default) no step attending to a later one (a
     language model's attention). ``rope``: rotate queries and keys by their position (``ops.rope``,
-    rotary position embedding) instead of, or besides, learnt positions."""
+    rotary position embedding) instead of, or besides, learnt positions. After an
+    ``Embedding(mask_zero=True)`` no step attends to padding."""
+
+    keeps_mask = True
+    uses_mask = True
 
     def __init__(self, dim: int, n_heads: int, causal: bool = True, rope: bool = False,
                  name: str | None = None) -> None:
@@ -47,7 +51,8 @@ class MultiHeadAttention(Layer):
                 y = F.rope(y)
             return F.permute(y, 0, 2, 1, 3)
 
-        out = F.attention(split("q"), split("k"), split("v"), self.causal)
+        mask = F.attention_mask(params["padding"]) if "padding" in params else None
+        out = F.attention(split("q"), split("k"), split("v"), self.causal, mask)
         merged = F.reshape(F.permute(out, 0, 2, 1, 3), n, steps, dim)
         return F.linear(merged, params["wo"], params["bo"])
 

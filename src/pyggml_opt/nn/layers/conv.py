@@ -119,7 +119,11 @@ class AvgPool2d(_Pool2d):
 
 
 class GlobalAveragePooling1D(Layer):
-    """The mean over the steps of a sequence: (T, features) -> (features,) (Keras's layer of that name)."""
+    """The mean over the steps of a sequence: (T, features) -> (features,) (Keras's layer of that name);
+    after an ``Embedding(mask_zero=True)``, over the steps that are tokens (a sequence of padding only
+    gives zeros)."""
+
+    uses_mask = True
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         if len(input_shape) != 2:
@@ -127,8 +131,14 @@ class GlobalAveragePooling1D(Layer):
         return (input_shape[1],)
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        n, _, features = x.shape
-        return F.reshape(F.mean(F.permute(x, 0, 2, 1)), n, features)
+        n, steps, features = x.shape
+        by_feature = F.permute(x, 0, 2, 1)  # (n, features, T)
+        if "padding" not in params:
+            return F.reshape(F.mean(by_feature), n, features)
+        keep = params["padding"]
+        total = F.sum_rows(F.mul(by_feature, F.reshape(keep, n, 1, steps)))          # (n, features, 1)
+        count = F.clamp(F.reshape(F.sum_rows(keep), n, 1, 1), 1.0, float("inf"))    # tokens per sequence
+        return F.reshape(F.div(total, count), n, features)
 
 
 class GlobalAveragePooling2D(Layer):

@@ -17,6 +17,8 @@ class Linear(Layer):
     """y = x W^T + b: (in_features,) -> (out_features,), or each step of a sequence (T, in_features) ->
     (T, out_features). ``weight`` (out, in), ``bias`` (out,)."""
 
+    keeps_mask = True
+
     def __init__(self, in_features: int, out_features: int, bias: bool = True, name: str | None = None) -> None:
         super().__init__(name)
         self.in_features = check_int("in_features", in_features)
@@ -47,6 +49,8 @@ class Dropout(Layer):
     1 / (1 - rate); the identity in predict, evaluate and validation (PyTorch's Dropout). ggml has no
     random numbers: fit draws a new mask for every training step from a generator seeded by fit's
     ``seed`` and the epoch (so resuming from a checkpoint draws the same masks)."""
+
+    keeps_mask = True
 
     def __init__(self, rate: float = 0.5, name: str | None = None) -> None:
         super().__init__(name)

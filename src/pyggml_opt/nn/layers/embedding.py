@@ -12,14 +12,18 @@ from .base import Layer
 class Embedding(Layer):
     """Token ids (T,) -> their vectors (T, embedding_dim): row ``id`` of ``weight`` (num_embeddings,
     embedding_dim), initialised N(0, 1) as in PyTorch. Takes int arrays of ids in [0, num_embeddings);
-    it must be a model's first layer."""
+    it must be a model's first layer. ``mask_zero`` (Keras's): id 0 is padding; the layers after it
+    that keep the steps axis pass the padding mask on, and ``MultiHeadAttention`` (no step attends to
+    padding), ``TransformerBlock`` and ``GlobalAveragePooling1D`` (the mean over the tokens only) use it."""
 
     input_dtype = "int32"
+    keeps_mask = True
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, name: str | None = None) -> None:
+    def __init__(self, num_embeddings: int, embedding_dim: int, mask_zero: bool = False, name: str | None = None) -> None:
         super().__init__(name)
         self.num_embeddings = check_int("num_embeddings", num_embeddings)
         self.embedding_dim = check_int("embedding_dim", embedding_dim)
+        self.mask_zero = bool(mask_zero)
         self.param_shapes = {"weight": (self.num_embeddings, self.embedding_dim)}
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -35,16 +39,22 @@ class Embedding(Layer):
         if lo < 0 or hi >= self.num_embeddings:
             raise ValueError(f"token ids must be in [0, {self.num_embeddings}) for {self!r}, got range [{lo}, {hi}]")
 
+    def input_mask(self, x: Tensor) -> Tensor | None:
+        return F.token_mask(x) if self.mask_zero else None
+
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         return F.embedding(x, params["weight"])
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim}
+        return {**super().get_config(), "num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim,
+                "mask_zero": self.mask_zero}
 
 
 class PositionalEmbedding(Layer):
     """Learnt absolute positions (GPT-2's): adds row t of ``weight`` (max_length, dim) to step t of a
     sequence (T, dim), T <= max_length; initialised N(0, 0.02^2) as GPT-2 does."""
+
+    keeps_mask = True
 
     def __init__(self, max_length: int, dim: int, name: str | None = None) -> None:
         super().__init__(name)

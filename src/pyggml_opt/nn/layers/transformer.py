@@ -17,7 +17,11 @@ class TransformerBlock(Block):
 
     Sublayers (and parameter prefixes): ``ln1``, ``attn`` (``causal`` and ``rope`` as in
     MultiHeadAttention), ``drop1``, ``ln2``, ``fc1``, ``fc2``, ``drop2``; ``dropout`` is the rate of both
-    Dropouts (on the residual branches, as in GPT-2)."""
+    Dropouts (on the residual branches, as in GPT-2). A padding mask (``Embedding(mask_zero=True)``)
+    reaches the attention."""
+
+    keeps_mask = True
+    uses_mask = True
 
     def __init__(self, dim: int, n_heads: int, mlp_ratio: int = 4, dropout: float = 0.0, causal: bool = True,
                  rope: bool = False, eps: float = 1e-5, name: str | None = None) -> None:

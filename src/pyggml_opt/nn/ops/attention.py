@@ -63,18 +63,33 @@ def rope(x: Tensor, base: float = 10000.0) -> Tensor:
 PAD_SCORE = -1e9  # added to a padding key's score: exp underflows to 0 (-inf would give NaN in 0 * -inf)
 
 
-def padding_mask(ids: Tensor, pad_id: int = 0) -> Tensor:
-    """The attention mask (n, 1, 1, T) of int32 ids (n, T): 0 where the id is a token, ``PAD_SCORE``
-    where it is ``pad_id``. Computed in the graph from the ids (no gradient)."""
+def token_mask(ids: Tensor, pad_id: int = 0) -> Tensor:
+    """(n, T) float32 of int32 ids (n, T): 1 where the id is a token, 0 where it is ``pad_id``.
+    Computed in the graph from the ids (no gradient)."""
     check_tensor("ids", ids)
     if ids.ptr.type != lib.GGML_TYPE_I32 or ids.ndim != 2:
-        raise TypeError(f"padding_mask: ids must be an int32 (n, T) tensor, got shape {ids.shape}")
+        raise TypeError(f"token_mask: ids must be an int32 (n, T) tensor, got shape {ids.shape}")
     ctx = graph_context(ids).ptr
-    n, steps = ids.shape
     src = ids if lib.ggml_is_contiguous(ids.ptr) else cont(ids)
     values = lib.ggml_cast(ctx, src.ptr, lib.GGML_TYPE_F32)
     # |id - pad| - 1/2 is negative exactly at the padding (ids are integers); step() makes that 0 / 1
-    is_token = lib.ggml_step(ctx, lib.ggml_scale_bias(ctx, lib.ggml_abs(ctx, lib.ggml_scale_bias(
-        ctx, values, 1.0, -float(pad_id))), 1.0, -0.5))
-    mask = lib.ggml_scale_bias(ctx, is_token, -PAD_SCORE, PAD_SCORE)
-    return wrap(lib.ggml_reshape_4d(ctx, mask, steps, 1, 1, n), src, ndim=4)
+    distance = lib.ggml_abs(ctx, lib.ggml_scale_bias(ctx, values, 1.0, -float(pad_id)))
+    return wrap(lib.ggml_step(ctx, lib.ggml_scale_bias(ctx, distance, 1.0, -0.5)), src)
+
+
+def attention_mask(keep: Tensor) -> Tensor:
+    """The additive attention mask (n, 1, 1, T) of a token mask (n, T) (1: attend, 0: padding): 0 for
+    tokens, ``PAD_SCORE`` for padding, for ``attention(..., mask=)``."""
+    check_tensor("keep", keep)
+    if keep.ndim != 2:
+        raise ValueError(f"attention_mask: expected a (n, T) token mask, got shape {keep.shape}")
+    n, steps = keep.shape
+    ctx = graph_context(keep).ptr
+    mask = lib.ggml_scale_bias(ctx, keep.ptr, -PAD_SCORE, PAD_SCORE)
+    return wrap(lib.ggml_reshape_4d(ctx, mask, steps, 1, 1, n), keep, ndim=4)
+
+
+def padding_mask(ids: Tensor, pad_id: int = 0) -> Tensor:
+    """The additive attention mask (n, 1, 1, T) of int32 ids (n, T): 0 where the id is a token,
+    ``PAD_SCORE`` where it is ``pad_id`` (``attention_mask(token_mask(ids, pad_id))``)."""
+    return attention_mask(token_mask(ids, pad_id))

@@ -1,4 +1,4 @@
-"""Ops that move elements around: reshape, permute, column slices, and rows picked by id."""
+"""Ops that move elements around: reshape, permute, concatenation, column slices, and rows picked by id."""
 from __future__ import annotations
 
 from ..._lib import c_str, lib
@@ -58,6 +58,28 @@ def permute(a: Tensor, *axes: int) -> Tensor:
     src = a if lib.ggml_is_contiguous(a.ptr) else cont(a)
     same = wrap(lib.ggml_reshape(graph_context(src).ptr, src.ptr, src.ptr), src)
     return cont(wrap(lib.ggml_permute(graph_context(a).ptr, same.ptr, *pos), a))
+
+
+def concat(a: Tensor, b: Tensor, axis: int) -> Tensor:
+    """numpy.concatenate((a, b), axis): the shapes agree except along ``axis`` (numpy order, negative
+    counts from the end), and so do the dtypes. Differentiable (ggml's CONCAT backward, vendor patch
+    0013): each input's gradient is its part of the output's."""
+    check_tensor("a", a)
+    check_tensor("b", b)
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise TypeError(f"concat: axis must be an int, got {type(axis).__name__}")
+    if a.ndim != b.ndim:
+        raise ValueError(f"concat: a and b must have the same number of axes, got shapes {a.shape} and {b.shape}")
+    if not -a.ndim <= axis < a.ndim:
+        raise ValueError(f"concat: axis {axis} is out of range for {a.ndim}-D tensors")
+    axis %= a.ndim
+    if any(x != y for i, (x, y) in enumerate(zip(a.shape, b.shape)) if i != axis):
+        raise ValueError(f"concat: shapes {a.shape} and {b.shape} differ outside axis {axis}")
+    if a.ptr.type != b.ptr.type:
+        raise TypeError(f"concat: a and b must have the same dtype, got {c_str(lib.ggml_type_name(a.ptr.type))} "
+                        f"and {c_str(lib.ggml_type_name(b.ptr.type))}")
+    ctx = graph_context(a, b).ptr
+    return wrap(lib.ggml_concat(ctx, a.ptr, b.ptr, a.ndim - 1 - axis), a, b)
 
 
 def columns(a: Tensor, start: int, stop: int) -> Tensor:

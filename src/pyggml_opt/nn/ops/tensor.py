@@ -151,6 +151,15 @@ softplus = _unary("ggml_softplus")
 silu = _unary("ggml_silu")
 
 
+def clamp(a: Tensor, lo: float, hi: float) -> Tensor:
+    """min(max(a, lo), hi) element-wise (ggml_clamp). ggml has no backward pass for it: for values that
+    need no gradient (counts, masks); a graph that would differentiate it is refused."""
+    check_tensor("a", a)
+    if not lo <= hi:
+        raise ValueError(f"clamp: lo ({lo}) must not exceed hi ({hi})")
+    return wrap(lib.ggml_clamp(graph_context(a).ptr, a.ptr, float(lo), float(hi)), a)
+
+
 def cont(a: Tensor) -> Tensor:
     """A contiguous copy."""
     check_tensor("a", a)

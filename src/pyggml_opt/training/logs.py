@@ -1,0 +1,126 @@
+"""The numbers of fit's logs and evaluate's result: the loss and each metric with its uncertainty,
+from a ggml-opt result and the outputs of the training steps (training batches), or from outputs
+computed after the epoch (validation, evaluate)."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ..core import Result
+from .losses import Loss, host_losses
+from .metrics import Metric
+
+
+class Mean:
+    """The running mean of values added batch by batch, and its uncertainty: their standard deviation
+    (ddof 1) over sqrt(count), which for values of 0 and 1 is ggml-opt's binomial uncertainty
+    sqrt(p (1 - p) / (n - 1)). The mean is their sum over their count (exact for counts of 0 / 1),
+    the squared deviations are merged batch by batch (Chan et al.'s pairwise update)."""
+
+    def __init__(self) -> None:
+        self.count, self.total, self.m2 = 0, 0.0, 0.0
+
+    def add(self, values: np.ndarray) -> None:
+        """Count the values of one batch in."""
+        v = np.asarray(values, dtype=np.float64).ravel()
+        if not v.size:
+            return
+        mean = float(v.mean())
+        m2 = float(((v - mean) ** 2).sum())
+        if self.count:
+            delta = mean - self.total / self.count
+            m2 += delta ** 2 * self.count * v.size / (self.count + v.size)
+        self.count += v.size
+        self.total += float(v.sum())
+        self.m2 += m2
+
+    def value(self) -> tuple[float, float]:
+        """(mean, uncertainty); NaN without values, the uncertainty NaN for a single one."""
+        if self.count == 0:
+            return math.nan, math.nan
+        unc = math.sqrt(self.m2 / (self.count - 1) / self.count) if self.count > 1 else math.nan
+        return self.total / self.count, unc
+
+
+def mean_of(values: np.ndarray) -> tuple[float, float]:
+    """(mean, uncertainty) of ``values``, as ``Mean`` gives them."""
+    m = Mean()
+    m.add(values)
+    return m.value()
+
+
+def entries(name: str, value: tuple[float, float]) -> dict[str, float]:
+    """A metric's two log entries: ``name`` and ``name_unc``."""
+    return {name: value[0], f"{name}_unc": value[1]}
+
+
+class HostMetrics:
+    """The metrics of fit's training batches, from the outputs of each step, read where fit ends the
+    training graph with its own loss (ggml-opt then counts no accuracy). ``batch_size``: samples per
+    optimizer step (ggml-opt's SUM loss adds up one weighted mean loss per step)."""
+
+    def __init__(self, metrics: Sequence[Metric], batch_size: int) -> None:
+        self.metrics, self.batch_size = list(metrics), batch_size
+        self.means = {m.name: Mean() for m in self.metrics}
+
+    def reset(self) -> None:
+        """Forget the batches counted so far (a new epoch)."""
+        self.means = {m.name: Mean() for m in self.metrics}
+
+    def add(self, outputs: np.ndarray, targets: np.ndarray) -> None:
+        """Count in one step's outputs and its targets."""
+        for m in self.metrics:
+            self.means[m.name].add(m.values(outputs, targets))
+
+
+def result_logs(result: Result, metrics: Sequence[Metric], host: HostMetrics | None) -> dict[str, float]:
+    """loss, loss_unc and each metric with its uncertainty, over the training batches so far.
+
+    Without ``host`` (ggml-opt's own loss) every metric is ggml-opt's accuracy (NaN but for its
+    cross_entropy). With it, ggml-opt's SUM loss has added up the weighted mean loss of every step: it
+    is divided by the number of steps here, and the metrics come from ``host``."""
+    lv, lu = result.loss()
+    if host is None:
+        logs = entries("loss", (lv, lu))
+        for m in metrics:
+            logs.update(entries(m.name, result.accuracy()))
+        return logs
+    steps = result.ndata / host.batch_size
+    loss = (lv / steps, lu / steps) if steps else (math.nan, math.nan)
+    logs = entries("loss", loss)
+    for name, mean in host.means.items():
+        logs.update(entries(name, mean.value()))
+    return logs
+
+
+def evaluation_logs(outputs: np.ndarray, targets: np.ndarray | None, loss: Loss, metrics: Sequence[Metric],
+                    losses: np.ndarray | None = None, batch_means: bool = False) -> dict[str, float]:
+    """loss, loss_unc and each metric with its uncertainty for ``outputs`` computed after training.
+
+    ``losses``: per-sample losses computed in the graph (a loss function's); by default the named
+    loss's, in float64 here. ``batch_means``: ``losses`` hold each batch's mean (a loss function that
+    returns a scalar), so the loss has no uncertainty. The "sum" loss reports the sum over samples."""
+    if losses is None:
+        assert isinstance(loss, str)  # a loss function's losses come from its graph
+        losses = host_losses(outputs, targets, loss)
+    value, unc = mean_of(losses)
+    if batch_means:
+        unc = math.nan
+    if loss == "sum":
+        value, unc = value * losses.size, unc * losses.size
+    logs = entries("loss", (value, unc))
+    for m in metrics:
+        # without targets (the losses "mean" and "sum") the one metric is the default accuracy: NaN
+        stats = mean_of(m.values(outputs, targets)) if targets is not None else (math.nan, math.nan)
+        logs.update(entries(m.name, stats))
+    return logs
+
+
+def validation_logs(logs: dict[str, float] | None, metrics: Sequence[Metric]) -> dict[str, float]:
+    """The val_* entries of an epoch's logs (NaN without validation data)."""
+    if logs is None:
+        names = ["loss", *(m.name for m in metrics)]
+        logs = {k: math.nan for name in names for k in (name, f"{name}_unc")}
+    return {f"val_{k}": v for k, v in logs.items()}
