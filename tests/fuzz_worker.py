@@ -76,6 +76,16 @@ def _layers(spec):
             out.append(pgo.layers.Reshape((a, b, b)))
         elif kind == "embedding":
             out.append(pgo.layers.Embedding(a, b))
+        elif kind == "embedding_masked":
+            out.append(pgo.layers.Embedding(a, b, mask_zero=True))
+        elif kind == "posemb":
+            out.append(pgo.layers.PositionalEmbedding(a, b))
+        elif kind == "block":
+            out.append(pgo.layers.TransformerBlock(a, b))
+        elif kind == "mha":
+            out.append(pgo.layers.MultiHeadAttention(a, b))
+        elif kind == "batchnorm":
+            out.append(pgo.layers.BatchNorm1d(a))
         elif kind == "gap":
             out.append(pgo.layers.GlobalAveragePooling1D())
     return out

@@ -80,12 +80,15 @@ def cases(draw):
     vocab = draw(st.integers(1, 12))
     if kind == "mlp":  # MLP on (n, f)
         f, h = draw(st.integers(1, 8)), draw(st.integers(1, 8))
-        act = draw(st.sampled_from(["relu", "tanh", "gelu", "layernorm"]))
+        act = draw(st.sampled_from(["relu", "tanh", "gelu", "layernorm", "batchnorm"]))
         layers = [("linear", f, h), (act, h, 0), ("linear", h, classes)]
         tail = [f]
-    elif kind == "tokens":  # token ids (n, T) -> Embedding -> mean over T -> Linear
+    elif kind == "tokens":  # token ids (n, T) -> Embedding [-> a sequence layer] -> mean over T -> Linear
         steps, dim = draw(st.integers(1, 6)), draw(st.integers(1, 5))
-        layers = [("embedding", vocab, dim), ("gap", 0, 0), ("linear", dim, classes)]
+        embedding = draw(st.sampled_from(["embedding", "embedding_masked"]))  # mask_zero: id 0 is padding
+        middle = {"none": [], "pos": [("posemb", steps, dim)], "block": [("block", dim, 1)],
+                  "mha": [("mha", dim, 1)]}[draw(st.sampled_from(["none", "pos", "block", "mha"]))]
+        layers = [(embedding, vocab, dim), *middle, ("gap", 0, 0), ("linear", dim, classes)]
         tail = [steps]
     else:  # CNN on (n, c, hw, hw)
         c, k, hw = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(2, 6))
