@@ -138,3 +138,13 @@ def test_corrupt_gpt_hyperparameters_are_refused_before_building(tmp_path, key, 
         bad.write(tmp_path / "bad.gguf")
     with pytest.raises(ValueError, match="corrupt pyggml-gpt"):
         pgo.load(tmp_path / "bad.gguf")
+
+
+def test_sequences_longer_than_the_context_are_refused_by_name():
+    m = pgo.models.gpt(V, T, 16, 1, 2)
+    with pytest.raises(ValueError, match=r"sequences of 9 ids, longer than the model's context of 8"):
+        m.fit(np.zeros((2, T + 1), int), np.zeros((2, T + 1), int), verbose=0)
+    with pytest.raises(ValueError, match=r"sequences of 5 ids, other than the model's context of 8"):
+        m.predict(np.zeros((2, 5), int))
+    with pytest.raises(TypeError, match="integer token ids"):
+        m.predict(np.zeros((2, T)))

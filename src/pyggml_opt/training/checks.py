@@ -46,6 +46,12 @@ def check_x(model: Network, x: ArrayLike, name: str = "x") -> np.ndarray:
         raise ValueError(f"{name} has {arr.ndim} axes; at most {1 + MAX_SAMPLE_AXES} (n, channels, height, width) "
                          "are supported")
     if model.built and tuple(arr.shape[1:]) != model.input_shape:
+        assert model.input_shape is not None  # built
+        if model.input_dtype == "int32" and arr.ndim == 2 == 1 + len(model.input_shape):
+            longer = "longer than" if arr.shape[1] > model.input_shape[0] else "other than"
+            raise ValueError(f"{name} holds sequences of {arr.shape[1]} ids, {longer} the model's context of "
+                             f"{model.input_shape[0]} (cut or pad them to {model.input_shape[0]}; "
+                             "data.sliding_windows makes windows of a fixed length)")
         raise ValueError(f"{name} has samples of shape {tuple(arr.shape[1:])}, the model expects {model.input_shape}")
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or inf")
