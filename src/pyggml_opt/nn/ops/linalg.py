@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..._lib import lib
 from ...core.tensor_data import ne_of
+from .shape import reshape
 from .tensor import Tensor, add, check_tensor, graph_context, wrap
 
 
@@ -22,6 +23,14 @@ def mul_mat(a: Tensor, b: Tensor) -> Tensor:
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """x @ weight^T + bias, for x of shape (n, in), weight (out, in), bias (out,)."""
+    """x @ weight^T + bias, for x of shape (..., in) (each row of the last axis), weight (out, in),
+    bias (out,).
+
+    A sequence (n, T, in) is multiplied as one matrix (n*T, in): as (n, T, in), ggml's MUL_MAT would
+    broadcast the weight over n and its backward pass would compute one weight gradient per sample,
+    then sum them (REPEAT_BACK), in n smaller, slower products and n times the memory."""
+    if x.ndim > 2 and weight.ndim == 2:
+        rows = reshape(x, -1, x.shape[-1])
+        return reshape(linear(rows, weight, bias), *x.shape[:-1], weight.shape[0])
     y = mul_mat(weight, x)
     return add(y, bias) if bias is not None else y
