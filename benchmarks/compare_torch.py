@@ -24,6 +24,15 @@ two FMA units) and a measured one (PyTorch's sgemm on 2048 x 2048 matrices).
     python benchmarks/compare_torch.py                   # both models, 4 epochs each, ~5 min idle
     python benchmarks/compare_torch.py --models fc --epochs 30 --json fc30.json   # accuracy too
 
+``--model gpt`` (or ``--models gpt``) compares a small GPT instead (pyggml_opt.models.gpt, context 64, dim
+128, 4 layers, 4 heads, on Debian's fortunes as characters), trained by pyggml_opt and by PyTorch from the
+same initial weights on the same windows in the same order, each in a subprocess of its own: validation
+loss, tokens/s, GFLOP/s and memory (details in gpt_compare.py; ``--profile`` adds gpt_profile.py's
+per-op breakdown):
+
+    python benchmarks/compare_torch.py --model gpt                       # 300 steps each, ~2 min idle
+    python benchmarks/compare_torch.py --model gpt --steps 1000 --repeats 3 --profile --json gpt.json
+
 Needs Debian's dataset-fashion-mnist (or --data) and, for the C++ column, ggml's tools built with
 ``pip install . -C cmake.define.PYGGML_OPT_BUILD_TESTS=ON`` (or --build-dir; --no-cpp leaves it out).
 Measure on a quiet machine: ggml's CPU threads spin while they wait (see benchmarks/README.md).
@@ -152,7 +161,8 @@ class TorchTrainer:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default="fc,cnn", help="comma-separated: fc, cnn (default both)")
+    ap.add_argument("--models", "--model", default="fc,cnn",
+                    help="comma-separated: fc, cnn, gpt (default fc,cnn); gpt runs its own comparison (gpt_compare.py)")
     ap.add_argument("--epochs", type=int, default=4, help="epochs per run (default 4)")
     ap.add_argument("--warmup", type=int, default=1, help="epochs of each run left out of the timing")
     ap.add_argument("--threads", type=int, default=None, help="threads for all three (default: mnist-train's "
@@ -162,12 +172,33 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-cpp", action="store_true", help="leave out ggml's C++ mnist-train")
     ap.add_argument("--no-torch", action="store_true", help="leave out PyTorch")
     ap.add_argument("--json", default=None, help="also write the results here")
+    gpt = ap.add_argument_group("--model gpt")
+    gpt.add_argument("--steps", type=int, default=300, help="optimizer steps of batch 32 per framework (default 300)")
+    gpt.add_argument("--warmup-steps", type=int, default=5, help="first steps left out of the timing (default 5)")
+    gpt.add_argument("--repeats", type=int, default=1, help="alternated runs of each framework (default 1); "
+                     "speed and memory are the medians")
+    gpt.add_argument("--val-windows", type=int, default=None,
+                     help="validate on the first N held-out windows only (default all of the last 10 %%)")
+    gpt.add_argument("--torch-attention", choices=("sdpa", "manual"), default="sdpa",
+                     help="PyTorch's attention: F.scaled_dot_product_attention(is_causal=True) (default) or "
+                          "ggml's way (full scores, mask, softmax, matmul)")
+    gpt.add_argument("--profile", action="store_true", help="then run gpt_profile.py (per-op time of a step)")
+    gpt.add_argument("--profile-steps", type=int, default=10, help="steps gpt_profile.py instruments (default 10)")
     args = ap.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    if not models or any(m not in ARCH for m in models):
-        ap.error(f"--models takes a comma-separated subset of {sorted(ARCH)}")
+    if not models or any(m not in (*ARCH, "gpt") for m in models):
+        ap.error(f"--models takes a comma-separated subset of {sorted((*ARCH, 'gpt'))}")
     if args.epochs <= args.warmup:
         ap.error("--epochs must be larger than --warmup")
+    if "gpt" in models:
+        results = {}
+        if len(models) > 1:
+            results = main([a for a in (argv if argv is not None else sys.argv[1:])] + ["--models",
+                           ",".join(m for m in models if m != "gpt")])
+        results["gpt"] = run_gpt(args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+        return results
 
     torch = None
     if not args.no_torch:
@@ -232,6 +263,31 @@ def main(argv=None) -> dict:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return results
+
+
+def run_gpt(args) -> dict:
+    """``--model gpt``: pyggml_opt's gpt against its PyTorch twin (gpt_compare.py), then optionally the
+    per-op profile (gpt_profile.py), each framework in subprocesses of its own."""
+    import subprocess
+
+    import gpt_compare
+    if not args.no_torch:
+        try:
+            import torch  # noqa: F401  (only checked here: the workers import it)
+        except ImportError:
+            sys.exit("PyTorch is not installed: `pip install torch==2.13.0`, or pass --no-torch")
+    args.threads = args.threads or pgo.default_n_threads()
+    res = gpt_compare.run(args, fma_peak_gflops(args.threads))
+    if args.profile:
+        print(flush=True)
+        cmd = [sys.executable, str(Path(__file__).with_name("gpt_profile.py")), "--threads", str(args.threads),
+               "--steps", str(args.profile_steps), "--torch-attention", args.torch_attention]
+        if args.no_torch:
+            cmd.append("--no-torch")
+        if args.json:   # the breakdown beside the comparison: gpt.json -> gpt.profile.json
+            cmd += ["--json", str(Path(args.json).with_suffix(".profile.json"))]
+        subprocess.run(cmd, check=True)
+    return res
 
 
 if __name__ == "__main__":
