@@ -1,6 +1,7 @@
 """CPU kernels of the training hot path against numpy: OUT_PROD (weight gradients of mul_mat),
-MUL_MAT, the convolution-network ops POOL_2D(_BACK), IM2COL(_BACK), REPEAT_BACK, and the AdamW step,
-f32, for odd shapes.
+MUL_MAT, the convolution-network ops POOL_2D(_BACK), IM2COL(_BACK), REPEAT_BACK, the AdamW step, and
+the element-wise and row ops (unary ops, SCALE, SUB, SUM_ROWS, REPEAT) that vendor/patches/0015 runs on
+every thread, f32, for odd shapes.
 
 vendor/patches replaces these kernels with blocked ones (0003: a packed GEMM with register tiles of
 6 x 16 on AVX2, 252-row blocks, k in blocks of 256, for OUT_PROD and MUL_MAT; llamafile's sgemm for
@@ -45,11 +46,13 @@ class _Graph:
         self.ctx = Context(64, graph_size=64)
         self.leaves = []
 
-    def leaf(self, value: np.ndarray):
-        """A 4-d-or-less f32 leaf with numpy ``value`` (numpy order: slowest dim first)."""
+    def leaf(self, value: np.ndarray, dtype=np.float32):
+        """A 4-d-or-less leaf with numpy ``value`` (numpy order: slowest dim first), f32 unless ``dtype``
+        says float16 or int32."""
         ne = tensor_data.ne_of(value.shape)
-        t = lib.ggml_new_tensor_4d(self.ctx_in.ptr, lib.GGML_TYPE_F32, *ne)
-        self.leaves.append((t, np.ascontiguousarray(value, dtype=np.float32)))
+        gtype = {np.float32: lib.GGML_TYPE_F32, np.float16: lib.GGML_TYPE_F16, np.int32: lib.GGML_TYPE_I32}[dtype]
+        t = lib.ggml_new_tensor_4d(self.ctx_in.ptr, gtype, *ne)
+        self.leaves.append((t, np.ascontiguousarray(value, dtype=dtype)))
         return t
 
     def compute(self, *outs):
@@ -393,3 +396,168 @@ def test_binary_broadcast(a_shape, b_shape, op, n_threads):
     got = g.compute(getattr(lib, f"ggml_{op}")(g.ctx.ptr, g.leaf(a), g.leaf(b)))
     ref = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[op](a, b)
     np.testing.assert_array_equal(got.reshape(ref.shape), ref)
+
+
+# --- element-wise and row ops on every thread (vendor/patches/0015) ---------------------------------
+# ggml_get_n_tasks gave these one task; their kernels split rows by thread (unary_op, binary_op, SCALE)
+# or now do (SUM_ROWS, REPEAT). Shapes: fewer rows than threads, a row count that does not divide by
+# the threads, 4-d. Each result must equal the 1-thread result bit for bit (one value per element or
+# row, whichever thread computes it) and numpy's: exactly where the op is one IEEE operation or
+# rounding-free, else within a few ulps of a float64 reference (libm's expf, tanhf, ... vs numpy's).
+
+ELEMENTWISE_SHAPES = [(1,), (3, 7), (2, 5, 33), (3, 1, 4, 5)]
+
+
+def _round_half_away(x):
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def _f32(fn):
+    """A float32 computation, for ops ggml computes with the same float32 operations (exact)."""
+    return lambda x: fn(x.astype(np.float32)).astype(np.float32)
+
+
+def _sigmoid64(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# name -> (ggml call on (ctx, t), reference on float64 x (None: exact float32 ref), exact float32
+# reference or None, input range, rtol in ulps, atol)
+UNARY_CASES = {
+    "abs": (lambda c, t: lib.ggml_abs(c, t), None, _f32(np.abs), (-3, 3)),
+    "sgn": (lambda c, t: lib.ggml_sgn(c, t), None, _f32(np.sign), (-3, 3)),
+    "neg": (lambda c, t: lib.ggml_neg(c, t), None, _f32(np.negative), (-3, 3)),
+    "step": (lambda c, t: lib.ggml_step(c, t), None, _f32(lambda x: (x > 0).astype(np.float32)), (-3, 3)),
+    "relu": (lambda c, t: lib.ggml_relu(c, t), None, _f32(lambda x: np.maximum(x, np.float32(0))), (-3, 3)),
+    "floor": (lambda c, t: lib.ggml_floor(c, t), None, _f32(np.floor), (-4, 4)),
+    "ceil": (lambda c, t: lib.ggml_ceil(c, t), None, _f32(np.ceil), (-4, 4)),
+    "round": (lambda c, t: lib.ggml_round(c, t), None, _f32(_round_half_away), (-4, 4)),
+    "trunc": (lambda c, t: lib.ggml_trunc(c, t), None, _f32(np.trunc), (-4, 4)),
+    "sqr": (lambda c, t: lib.ggml_sqr(c, t), None, _f32(lambda x: x * x), (-3, 3)),
+    "sqrt": (lambda c, t: lib.ggml_sqrt(c, t), None, _f32(np.sqrt), (0, 9)),
+    "hardsigmoid": (lambda c, t: lib.ggml_hardsigmoid(c, t), None,
+                    _f32(lambda x: np.minimum(np.float32(1), np.maximum(np.float32(0), (x + np.float32(3)) / np.float32(6)))),
+                    (-5, 5)),
+    "hardswish": (lambda c, t: lib.ggml_hardswish(c, t), None,
+                  _f32(lambda x: x * np.minimum(np.float32(1), np.maximum(np.float32(0), (x + np.float32(3)) / np.float32(6)))),
+                  (-5, 5)),
+    "scale": (lambda c, t: lib.ggml_scale(c, t, 0.37), None, _f32(lambda x: x * np.float32(0.37)), (-3, 3)),
+    "scale_bias": (lambda c, t: lib.ggml_scale_bias(c, t, 0.37, -1.5), lambda x: 0.37 * x - 1.5, None, (-3, 3)),
+    "exp": (lambda c, t: lib.ggml_exp(c, t), np.exp, None, (-80, 80)),
+    "expm1": (lambda c, t: lib.ggml_expm1(c, t), np.expm1, None, (-10, 10)),  # expf(x) - 1: absolute error
+    "elu": (lambda c, t: lib.ggml_elu(c, t), lambda x: np.where(x > 0, x, np.expm1(x)), None, (-6, 6)),
+    "sigmoid": (lambda c, t: lib.ggml_sigmoid(c, t), _sigmoid64, None, (-100, 100)),
+    "softplus": (lambda c, t: lib.ggml_softplus(c, t), lambda x: np.logaddexp(0, x), None, (-30, 30)),
+    "tanh": (lambda c, t: lib.ggml_tanh(c, t), np.tanh, None, (-12, 12)),
+    "sin": (lambda c, t: lib.ggml_sin(c, t), np.sin, None, (-10, 10)),
+    "cos": (lambda c, t: lib.ggml_cos(c, t), np.cos, None, (-10, 10)),
+    "log": (lambda c, t: lib.ggml_log(c, t), np.log, None, (1e-3, 50)),
+}
+
+
+def _unary_input(name, shape):
+    lo, hi = UNARY_CASES[name][3]
+    x = _rng("unary", name, shape).uniform(lo, hi, shape).astype(np.float32)
+    if name in ("floor", "ceil", "round", "trunc"):
+        x.flat[::3] = np.round(x.flat[::3] * 2) / 2  # exact halves and integers
+    return x
+
+
+@pytest.mark.parametrize("n_threads", [2, 3])
+@pytest.mark.parametrize("shape", ELEMENTWISE_SHAPES)
+@pytest.mark.parametrize("name", sorted(UNARY_CASES))
+def test_unary_ops_threads(name, shape, n_threads):
+    call, ref64, ref32, _ = UNARY_CASES[name]
+    x = _unary_input(name, shape)
+    got = []
+    for nt in (1, n_threads):
+        g = _Graph(nt)
+        got.append(g.compute(call(g.ctx.ptr, g.leaf(x))).reshape(shape))
+    np.testing.assert_array_equal(got[1], got[0])       # the split between threads changes nothing
+    if ref32 is not None:
+        np.testing.assert_array_equal(got[1], ref32(x))
+        return
+    x64 = x.astype(np.float64)
+    ref = ref64(x64)
+    # a few ulps of the result; expm1 = expf(x) - 1 and softplus = log(1 + expf(x)) round terms of
+    # size exp(x) and 1 + exp(x) first; sin / cos / scale + bias: ulps of their arguments' terms
+    size = np.abs(ref)
+    if name == "expm1":
+        size = size + np.exp(x64)
+    elif name == "softplus":
+        size = size + 1.0
+    elif name in ("sin", "cos"):
+        size = size + 1e-6
+    elif name == "scale_bias":
+        size = np.abs(0.37 * x64) + 1.5
+    assert np.isfinite(got[1]).all()
+    err = np.abs(got[1].astype(np.float64) - ref)
+    tol = 4 * EPS32 * size + 1e-38
+    assert (err <= tol).all(), f"worst error {err.max():.3g} at x = {x.flat[np.argmax(err - tol)]!r}"
+
+
+@pytest.mark.parametrize("n_threads", [2, 3])
+@pytest.mark.parametrize("a_shape,b_shape", [((3, 7), (3, 7)), ((2, 5, 33), (1, 5, 33)), ((3, 1, 4, 5), (1, 1, 4, 1))])
+def test_sub_threads(a_shape, b_shape, n_threads):
+    rng = _rng("sub", a_shape, b_shape)
+    a, b = rng.uniform(-1, 1, a_shape).astype(np.float32), rng.uniform(-1, 1, b_shape).astype(np.float32)
+    g = _Graph(n_threads)
+    got = g.compute(lib.ggml_sub(g.ctx.ptr, g.leaf(a), g.leaf(b)))
+    np.testing.assert_array_equal(got.reshape(a_shape), a - b)
+
+
+SUM_ROWS_SHAPES = [(1,), (1, 1000), (3, 1), (5, 7), (2, 3, 33), (2, 3, 4, 257)]
+
+
+@pytest.mark.parametrize("n_threads", [2, 3])
+@pytest.mark.parametrize("shape", SUM_ROWS_SHAPES)
+def test_sum_rows_threads(shape, n_threads):
+    x = _rng("sum_rows", shape).uniform(-1, 1, shape).astype(np.float32)
+    got = []
+    for nt in (1, n_threads):
+        g = _Graph(nt)
+        got.append(g.compute(lib.ggml_sum_rows(g.ctx.ptr, g.leaf(x))).reshape(shape[:-1] + (1,)))
+    np.testing.assert_array_equal(got[1], got[0])
+    x64 = x.astype(np.float64)
+    _check(got[1], x64.sum(axis=-1, keepdims=True), np.abs(x64).sum(axis=-1, keepdims=True), shape[-1])
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_sum_rows_of_padded_rows(n_threads):
+    """Rows further apart than their length (a view of the first 7 columns of 5 x 10)."""
+    x = _rng("sum_rows_view").uniform(-1, 1, (5, 10)).astype(np.float32)
+    g = _Graph(n_threads)
+    t = g.leaf(x)
+    v = lib.ggml_view_2d(g.ctx.ptr, t, 7, 5, t.nb[1], 0)
+    got = g.compute(lib.ggml_sum_rows(g.ctx.ptr, v)).reshape(5, 1)
+    x64 = x[:, :7].astype(np.float64)
+    _check(got, x64.sum(axis=1, keepdims=True), np.abs(x64).sum(axis=1, keepdims=True), 7)
+
+
+REPEAT_CASES = [
+    ((1,), (5,)),                        # one value everywhere
+    ((1, 1), (7, 9)),
+    ((2, 7, 1), (2, 7, 33)),             # one value per row (the gradient of a row sum, LayerNorm's mean)
+    ((1, 5), (3, 5)),                    # a row repeated
+    ((1, 3, 1, 5), (4, 3, 2, 10)),       # repeats in dims 0, 1 and 3 (ggml order), one kept
+    ((3, 1, 2), (6, 5, 4)),
+    ((2, 3), (2, 3)),                    # nothing repeated
+]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("src_shape,dst_shape", REPEAT_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_repeat_threads(src_shape, dst_shape, dtype, n_threads):
+    rng = _rng("repeat", src_shape, dst_shape)
+    if dtype is np.int32:
+        # bit patterns that are NaNs and denormals as float32: copies must keep every bit
+        x = rng.integers(-2 ** 31, 2 ** 31, src_shape, dtype=np.int64).astype(np.int32)
+        x.flat[0] = 0x7F800001                                   # a signalling NaN as float32
+    else:
+        x = rng.uniform(-1, 1, src_shape).astype(dtype)
+    g = _Graph(n_threads)
+    out = lib.ggml_repeat(g.ctx.ptr, g.leaf(x, dtype), g.leaf(np.zeros(dst_shape, dtype), dtype))
+    got = g.compute(out).reshape(dst_shape)
+    reps = tuple(d // s for s, d in zip(src_shape, dst_shape))
+    np.testing.assert_array_equal(got, np.tile(x, reps))

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from .._lib import CData, c_str, ffi, lib
 
-# ggml ops with a backward pass (ggml.c, ggml_compute_backward at 0.15.3; CONCAT by vendor patch 0013).
+# ggml ops with a backward pass (ggml.c, ggml_compute_backward at 0.15.3; CONCAT by vendor patch 0013,
+# the unary SIGMOID and TANH by 0016).
 BACKWARD_OPS = {
     "NONE", "DUP", "ADD", "ADD1", "ACC", "SUB", "MUL", "DIV", "SQR", "SQRT", "LOG", "SIN", "COS", "SUM",
     "SUM_ROWS", "MEAN", "REPEAT", "REPEAT_BACK", "CONCAT", "RMS_NORM", "MUL_MAT", "SCALE", "SET", "CPY", "CONT",
     "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "GET_ROWS", "DIAG_MASK_INF", "DIAG_MASK_ZERO", "SOFT_MAX",
     "ROPE", "IM2COL", "POOL_2D", "CROSS_ENTROPY_LOSS",
 }
-BACKWARD_UNARY = {"ABS", "SGN", "NEG", "STEP", "RELU", "SILU", "EXP", "EXPM1", "SOFTPLUS"}
+BACKWARD_UNARY = {"ABS", "SGN", "NEG", "STEP", "RELU", "SILU", "EXP", "EXPM1", "SOFTPLUS", "SIGMOID", "TANH"}
 BACKWARD_GLU = {"SWIGLU"}
 
 # Sources whose gradient ggml_build_backward_expand ignores: (op, unary op or None) -> source slots.
@@ -80,7 +81,7 @@ def _check_op(t: CData, users: dict[int, int]) -> None:
         u = c_str(lib.ggml_unary_op_name(lib.ggml_get_unary_op(t)))
         if u not in BACKWARD_UNARY:
             raise ValueError(f"ggml has no backward pass for the unary op {u} (used on a trainable path); "
-                             "use the composed versions in pyggml_opt.ops (sigmoid, tanh, gelu, layer_norm)")
+                             "use the composed versions in pyggml_opt.ops (gelu, layer_norm)")
     elif t.op == lib.GGML_OP_GLU:
         g = c_str(lib.ggml_glu_op_name(lib.ggml_get_glu_op(t)))
         if g not in BACKWARD_GLU:

@@ -1,23 +1,25 @@
-"""Activations and softmax. ggml has no backward pass for sigmoid, tanh or gelu: they are composed
-here from ops it can differentiate."""
+"""Activations and softmax. sigmoid and tanh are ggml's own ops (their backward passes: vendor patch
+0016); gelu is composed from ops ggml can differentiate (ggml has no GELU backward)."""
 from __future__ import annotations
 
 from ..._lib import lib
 from .conv import pool_2d
 from .reductions import sum_rows
 from .shape import reshape
-from .tensor import (Tensor, add, check_tensor, exp, graph_context, log, mul, neg, scale, softplus, sqr, sub,
-                     wrap)
+from .tensor import Tensor, check_tensor, exp, graph_context, log, mul, scale, sqr, sub, wrap
 
 
 def sigmoid(a: Tensor) -> Tensor:
-    """1 / (1 + exp(-a)), as exp(-softplus(-a)): every op used has a ggml backward pass."""
-    return exp(neg(softplus(neg(a))))
+    """1 / (1 + exp(-a)) (ggml_sigmoid): exactly 0 and 1 in the tails (expf overflows to inf for
+    a < -88.7: 0 instead of a denormal), gradient y (1 - y) from its own output."""
+    check_tensor("a", a)
+    return wrap(lib.ggml_sigmoid(graph_context(a).ptr, a.ptr), a)
 
 
 def tanh(a: Tensor) -> Tensor:
-    """tanh(a) = 2 sigmoid(2a) - 1."""
-    return scale(sigmoid(scale(a, 2.0)), 2.0, -1.0)
+    """tanh(a) (ggml_tanh: libm's tanhf), gradient 1 - y^2 from its own output."""
+    check_tensor("a", a)
+    return wrap(lib.ggml_tanh(graph_context(a).ptr, a.ptr), a)
 
 
 _GELU_K = 2.0 * 0.7978845608028654  # 2 * sqrt(2 / pi)
@@ -25,9 +27,13 @@ _GELU_K = 2.0 * 0.7978845608028654  # 2 * sqrt(2 / pi)
 
 def gelu(a: Tensor) -> Tensor:
     """GELU, tanh approximation (as PyTorch's approximate="tanh" and ggml_gelu):
-    0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) = a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3))."""
-    inner = add(a, scale(mul(sqr(a), a), 0.044715))
-    return mul(a, sigmoid(scale(inner, _GELU_K)))
+    0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) = a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3)).
+
+    ggml has no GELU backward (and its CPU GELU reads a float16 table): composed, with the sigmoid's
+    argument as a (k + k 0.044715 a^2), k = 2 sqrt(2/pi): 3 nodes (sqr, scale with bias, mul) where
+    k (a + 0.044715 a^3) takes 5, so 5 forward and 12 backward nodes in all."""
+    inner = mul(a, scale(sqr(a), _GELU_K * 0.044715, _GELU_K))
+    return mul(a, sigmoid(inner))
 
 
 def softmax(a: Tensor) -> Tensor:
