@@ -1,7 +1,8 @@
 """CPU kernels of the training hot path against numpy: OUT_PROD (weight gradients of mul_mat),
 MUL_MAT, the convolution-network ops POOL_2D(_BACK), IM2COL(_BACK), REPEAT_BACK, the AdamW step, and
 the element-wise and row ops (unary ops, SCALE, SUB, SUM_ROWS, REPEAT) that vendor/patches/0015 runs on
-every thread, f32, for odd shapes.
+every thread, f32, for odd shapes; SIGMOID on ggml's vectorised exp (0017) and small batched GEMMs as
+in attention (0018).
 
 vendor/patches replaces these kernels with blocked ones (0003: a packed GEMM with register tiles of
 6 x 16 on AVX2, 252-row blocks, k in blocks of 256, for OUT_PROD and MUL_MAT; llamafile's sgemm for
@@ -216,6 +217,69 @@ def test_gemm_batched_broadcast(op, n_threads):
         for i2 in range(6):
             _check(got[i3, i2], *ref_of(a[0, i2 // 3], b[i3, i2]), k)
 
+
+
+# Small batched GEMMs, as in attention (vendor/patches/0018): the packed GEMM gives each thread whole
+# slices while there is one for every thread, splits the n_slices % n_threads left over, runs a strip
+# narrower than its 16 / 64-column tile with fewer vectors, reads A in place when the columns fit in
+# one strip, and takes MUL_MATs from 16 columns (dst ne0) on. (m, n, k): dst ne0 = m, ne1 = n, summed
+# over k; the batch (ne3, ne2) with src0 broadcast over ne2 when it is even.
+SMALL_BATCHED = [
+    ((32, 64, 64), (8, 4)),      # attention's weights x V: d_head 32, T 64
+    ((64, 64, 32), (3, 4)),      # its scores
+    ((64, 32, 64), (1, 7)),
+    ((17, 5, 9), (1, 3)),
+    ((40, 33, 70), (2, 5)),
+    ((16, 7, 300), (3, 2)),      # two k blocks, A in place
+    ((48, 13, 5), (1, 8)),
+    ((33, 64, 64), (2, 2)),
+    ((100, 9, 20), (1, 5)),      # two strips on AVX-512: A packed
+]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("op", sorted(BATCHED_GEMMS))
+@pytest.mark.parametrize("mnk,batch", SMALL_BATCHED)
+def test_gemm_small_batched(mnk, batch, op, n_threads):
+    build, slice_shapes, ref_of, _, key = BATCHED_GEMMS[op]
+    (m, n, k), (ne3, ne2) = mnk, batch
+    r2 = 2 if ne2 % 2 == 0 else 1
+    rng = _rng(key, "small", mnk, batch)
+    sa, sb = slice_shapes(m, n, k)
+    a = rng.uniform(-1, 1, (ne3, ne2 // r2, *sa)).astype(np.float32)
+    b = rng.uniform(-1, 1, (ne3, ne2, *sb)).astype(np.float32)
+    g = _Graph(n_threads)
+    got = g.compute(build(g.ctx.ptr, g.leaf(a), g.leaf(b)))
+    assert got.shape == (ne3, ne2, n, m)
+    for i3 in range(ne3):
+        for i2 in range(ne2):
+            _check(got[i3, i2], *ref_of(a[i3, i2 // r2], b[i3, i2]), k)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("op", sorted(BATCHED_GEMMS))
+def test_gemm_small_batched_views(op, n_threads):
+    """The attention layouts: MUL_MAT of a head-permuted src1 (not contiguous: tinyBLAS cannot take
+    it), OUT_PROD of a transposed src1 (the backward pass), 4 heads x 3 samples."""
+    m, n, k, heads, batch = 32, 64, 48, 4, 3
+    rng = _rng("smallV", op)
+    g = _Graph(n_threads)
+    if op == "mul_mat":
+        a = rng.uniform(-1, 1, (batch, heads, m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (batch, n, heads, k)).astype(np.float32)      # ggml [k, heads, n, batch]
+        out = lib.ggml_mul_mat(g.ctx.ptr, g.leaf(a), lib.ggml_permute(g.ctx.ptr, g.leaf(b), 0, 2, 1, 3))
+        b_eff = b.transpose(0, 2, 1, 3)                                       # (batch, heads, n, k)
+    else:
+        a = rng.uniform(-1, 1, (batch, heads, k, m)).astype(np.float32)
+        b = rng.uniform(-1, 1, (batch, heads, n, k)).astype(np.float32)      # ggml [k, n, ...]
+        out = lib.ggml_out_prod(g.ctx.ptr, g.leaf(a), lib.ggml_transpose(g.ctx.ptr, g.leaf(b)))
+        b_eff = b.swapaxes(-1, -2)                                            # (batch, heads, k, n)
+    got = g.compute(out)
+    assert got.shape == (batch, heads, n, m)
+    ref_of = BATCHED_GEMMS[op][2]
+    for i3 in range(batch):
+        for i2 in range(heads):
+            _check(got[i3, i2], *ref_of(a[i3, i2], b_eff[i3, i2]), k)
 
 # --- the convolution-network ops that vendor/patches/0004 spreads over threads -----------------------
 # Each is a copy, a max or a sum of at most a few dozen terms: copies and maxima must match exactly,
@@ -561,3 +625,47 @@ def test_repeat_threads(src_shape, dst_shape, dtype, n_threads):
     got = g.compute(out).reshape(dst_shape)
     reps = tuple(d // s for s, d in zip(src_shape, dst_shape))
     np.testing.assert_array_equal(got, np.tile(x, reps))
+
+
+# --- SIGMOID f32 on ggml's vectorised exp (vendor/patches/0017) --------------------------------------
+# 1 / (1 + ggml_v_expf(-x)) in 16 / 8 / 4-float vectors, the rest of a row with libm's expf. Tolerance:
+# ggml_v_expf is within 1.95 ulps (relative 1.95 * 2**-23), the sum 1 + e and the division each round
+# once (2**-24 relative), and d/de 1/(1 + e) shrinks e's relative error by e/(1 + e) <= 1: at most
+# ~3 * 2**-23 relative (measured over every float in [-110, 110]: 2.3 * 2**-23, 3.9 ulps), plus
+# 2**-126 absolute where the result is subnormal (x < -87.3: the scalar formula loses those bits too).
+
+SIGMOID_ROW_LENGTHS = [1, 3, 4, 5, 8, 15, 16, 17, 31, 33, 64, 67]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("row", SIGMOID_ROW_LENGTHS)
+def test_sigmoid_vectorised(row, n_threads):
+    grid = np.linspace(-100.0, 100.0, 60_001).astype(np.float32)
+    x = grid[: grid.size // row * row].reshape(-1, row)
+    g = _Graph(n_threads)
+    got = g.compute(lib.ggml_sigmoid(g.ctx.ptr, g.leaf(x))).reshape(x.shape).astype(np.float64)
+    ref = _sigmoid64(x.astype(np.float64))
+    tol = 3 * EPS32 * ref + 2.0 ** -126
+    err = np.abs(got - ref)
+    assert (err <= tol).all(), (f"worst error {err.max():.3g} (tolerance {tol.flat[np.argmax(err - tol)]:.3g}) "
+                                f"at x = {x.flat[np.argmax(err - tol)]!r}")
+    assert ((got >= 0) & (got <= 1)).all()
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_sigmoid_limits(n_threads):
+    """Saturation, infinities, zeros and NaN at every position of a 19-float row (vector lanes and the
+    scalar tail): exactly 1 once exp(-x) < 2**-25, exactly 0 once exp(-x) overflows float32 (x < -88.72,
+    as with libm's expf; the true value there is subnormal or below), 1/2 at +-0, NaN for NaN."""
+    expect = [(100, 1), (-100, 0), (1e4, 1), (-1e4, 0), (np.inf, 1), (-np.inf, 0), (0.0, 0.5), (-0.0, 0.5),
+              (1e-30, 0.5), (-1e-30, 0.5), (17.5, 1), (30, 1), (88.8, 1), (-88.8, 0), (-90, 0), (np.nan, np.nan)]
+    special = np.array([v for v, _ in expect] + [3, -3, 87], np.float32)
+    x = np.stack([np.roll(special, i) for i in range(special.size)])
+    g = _Graph(n_threads)
+    got = g.compute(lib.ggml_sigmoid(g.ctx.ptr, g.leaf(x))).reshape(x.shape)
+    for v, want in expect:
+        at = np.isnan(x) if np.isnan(v) else x == np.float32(v)     # +0 and -0 both
+        np.testing.assert_array_equal(got[at], np.full(at.sum(), want, np.float32), err_msg=f"sigmoid({v})")
+    for v in (3, -3, 87):
+        at = x == np.float32(v)
+        np.testing.assert_allclose(got[at], _sigmoid64(np.float64(np.float32(v))), rtol=3 * EPS32, atol=2.0 ** -126)
