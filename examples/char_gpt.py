@@ -21,8 +21,6 @@ import time
 import pyggml_opt as pgo
 from pyggml_opt import data
 
-TOKENIZER_KEY = "tokenizer.pyggml_opt.chars"  # the tokenizer's characters, stored beside the weights
-
 
 def main(argv=None) -> float:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -72,9 +70,9 @@ def main(argv=None) -> float:
     for i, ids in enumerate(samples):
         print(f"--- sample {i + 1} ---\n{tokenizer.decode(ids)}")
 
-    model.save(args.out, extra={TOKENIZER_KEY: tokenizer.chars})
+    model.save(args.out, extra=tokenizer.to_metadata())  # the tokenizer's characters beside the weights
     loaded = pgo.load(args.out)
-    same_tokenizer = data.CharTokenizer(str(pgo.saving.load_metadata(args.out)[TOKENIZER_KEY]))
+    same_tokenizer = data.CharTokenizer.from_metadata(pgo.saving.load_metadata(args.out))
     again = loaded.generate([same_tokenizer.encode([args.prompt], len(args.prompt))[0]] * args.samples, args.length,
                             temperature=args.temperature, top_k=args.top_k, seed=args.seed, backend=args.backend)
     if not (again == samples).all():

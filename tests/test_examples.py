@@ -145,7 +145,8 @@ def test_char_gpt_learns_generates_and_round_trips(unigram_entropy, tmp_path):
     assert stdout.count("--- sample") == 2 and "generates the same samples" in stdout
     meta = pgo.saving.load_metadata(out)
     assert meta["general.architecture"] == "pyggml-gpt" and meta["pyggml-gpt.block_count"] == 1
-    tokenizer = data.CharTokenizer(meta["tokenizer.pyggml_opt.chars"])
+    assert meta["tokenizer.pyggml_opt.chars"] == data.CharTokenizer.from_metadata(meta).chars
+    tokenizer = data.CharTokenizer.from_metadata(meta)
     texts, _, _ = data.load_fortunes()
     _, x, y = data.char_windows(texts, 32)
     n_val = len(x) // 20

@@ -86,7 +86,7 @@ def char_gpt(args: argparse.Namespace) -> float:
     for ids in model.generate([prompt] * 3, 160, temperature=0.8, top_k=20, seed=0, backend=args.backend):
         print("---\n" + tokenizer.decode(ids))
     out = args.out or "fortunes-gpt.gguf"
-    model.save(out, extra={"tokenizer.pyggml_opt.chars": tokenizer.chars})
+    model.save(out, extra=tokenizer.to_metadata())
     print(f"saved {out}")
     return val_loss
 

@@ -76,6 +76,19 @@ class CharTokenizer:
     def from_config(cls, config: dict) -> "CharTokenizer":
         return cls(config["chars"])
 
+    METADATA_KEY = "tokenizer.pyggml_opt.chars"  # where a model file keeps the characters
+
+    def to_metadata(self) -> dict[str, object]:
+        """The tokenizer as GGUF keys, for ``model.save(path, extra=...)``."""
+        return {self.METADATA_KEY: self.chars}
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, object]) -> "CharTokenizer":
+        """The tokenizer ``to_metadata`` stored, from a file's keys (``saving.load_metadata(path)``)."""
+        if not isinstance(metadata.get(cls.METADATA_KEY), str):
+            raise ValueError(f"no character tokenizer among the keys (no string {cls.METADATA_KEY!r})")
+        return cls(str(metadata[cls.METADATA_KEY]))
+
 
 def sliding_windows(ids: Sequence[int] | np.ndarray, context: int, stride: int | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
