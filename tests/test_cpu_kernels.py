@@ -1,8 +1,8 @@
 """CPU kernels of the training hot path against numpy: OUT_PROD (weight gradients of mul_mat),
 MUL_MAT, the convolution-network ops POOL_2D(_BACK), IM2COL(_BACK), REPEAT_BACK, the AdamW step, and
 the element-wise and row ops (unary ops, SCALE, SUB, SUM_ROWS, REPEAT) that vendor/patches/0015 runs on
-every thread, f32, for odd shapes; SIGMOID on ggml's vectorised exp (0017) and small batched GEMMs as
-in attention (0018).
+every thread, f32, for odd shapes; SIGMOID on ggml's vectorised exp (0017), small batched GEMMs as
+in attention (0018), and the row normalisations NORM, RMS_NORM and RMS_NORM_BACK (0019).
 
 vendor/patches replaces these kernels with blocked ones (0003: a packed GEMM with register tiles of
 6 x 16 on AVX2, 252-row blocks, k in blocks of 256, for OUT_PROD and MUL_MAT; llamafile's sgemm for
@@ -79,6 +79,7 @@ def _rng(*key):
 OUT_PROD_SHAPES = [
     (1, 1, 1), (1, 7, 3), (7, 1, 3), (16, 6, 8), (17, 5, 9), (15, 7, 257), (33, 13, 256),
     (8, 1, 600), (1, 9, 255), (100, 37, 31), (784, 10, 50), (31, 500, 10), (40, 300, 20),
+    (130, 45, 300),  # packed A read k by k (0021): two k blocks, a last row tile of 1 or 3 rows
 ]
 
 
@@ -596,6 +597,47 @@ def test_sum_rows_of_padded_rows(n_threads):
     got = g.compute(lib.ggml_sum_rows(g.ctx.ptr, v)).reshape(5, 1)
     x64 = x[:, :7].astype(np.float64)
     _check(got, x64.sum(axis=1, keepdims=True), np.abs(x64).sum(axis=1, keepdims=True), 7)
+
+
+# --- row normalisations (vendor/patches/0019: SIMD sums; 0020: NORM's backward is composed in ggml.c) ---
+# Rows around the 8 / 16-float vectors and the dot product's 4-vector unroll, with an offset that makes
+# NORM's centring cancel. Tolerance: the row sums have the first-order bound n u |terms| (module
+# docstring), which reaches the output through the mean and the scale: 8 n u times the output's
+# magnitude plus the offset's share in units of the row's standard deviation.
+NORM_ROWS = [1, 7, 8, 15, 16, 17, 33, 64, 127, 1025]
+
+
+def _norm_input(name, n, offset):
+    return (_rng(name, n, offset).uniform(-1, 1, (3, 5, n)) + offset).astype(np.float32)
+
+
+def _norm_tol(x64, ref):
+    n = x64.shape[-1]
+    spread = np.sqrt((x64 ** 2).mean(axis=-1, keepdims=True)) / (x64.std(axis=-1, keepdims=True) + 1e-3)
+    return 8 * n * 2.0 ** -24 * (np.abs(ref) + 1) * spread
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("n", NORM_ROWS)
+@pytest.mark.parametrize("offset", [0.0, 3.0])
+def test_row_norms(n, offset, n_threads):
+    x = _norm_input("norms", n, offset)
+    dz = _rng("norms dz", n).uniform(-1, 1, x.shape).astype(np.float32)
+    eps = 1e-5
+    g = _Graph(n_threads)
+    tx, tdz = g.leaf(x), g.leaf(dz)
+    got_norm, got_rms, got_back = g.compute(lib.ggml_norm(g.ctx.ptr, tx, eps), lib.ggml_rms_norm(g.ctx.ptr, tx, eps),
+                                            lib.ggml_rms_norm_back(g.ctx.ptr, tdz, tx, eps))
+    x64, dz64 = x.astype(np.float64), dz.astype(np.float64)
+    centred = x64 - x64.mean(axis=-1, keepdims=True)
+    norm = centred / np.sqrt((centred ** 2).mean(axis=-1, keepdims=True) + eps)
+    ms = (x64 ** 2).mean(axis=-1, keepdims=True) + eps
+    rms = x64 / np.sqrt(ms)
+    back = (dz64 - x64 * (x64 * dz64).mean(axis=-1, keepdims=True) / ms) / np.sqrt(ms)
+    for got, ref, spread in ((got_norm, norm, True), (got_rms, rms, False), (got_back, back, False)):
+        tol = _norm_tol(x64, ref) if spread else 8 * n * 2.0 ** -24 * (np.abs(ref) + 1)
+        err = np.abs(got.reshape(ref.shape) - ref)
+        assert (err <= tol).all(), f"worst error {err.max():.3g} at tolerance {tol.flat[np.argmax(err - tol)]:.3g}"
 
 
 REPEAT_CASES = [

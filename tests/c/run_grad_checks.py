@@ -111,6 +111,14 @@ KNOWN_FAILURES: dict[str, list[Known]] = {
               "gradient of softmax without sinks (ggml.c, GGML_OP_SOFT_MAX); MAA 1e-3..0.8 every run. "
               "Models trained with ggml-opt here use no sinks"),
     ],
+    "RMS_NORM": [
+        Known("inplace=1", "crash", _INPLACE_VIEW),
+    ],
+    "NORM": [
+        # vendor patch 0020's case (NORM weighed by a random w): 3 of 20 runs, MAA 1.0e-4..1.5e-3, never
+        # the same case twice; tests/test_ops_grad.py checks the same gradient in float64
+        Known(re.compile(r"^NORM\(ne="), "maa", _FD_NOISE, max_maa=5e-3),
+    ],
     "MUL_MAT": [
         # About one run in four, one f32 case: MAA 1.0e-4..3.2e-3 (measured over ~25 runs, k=4 and
         # k=256 alike), never the same case twice in a row.

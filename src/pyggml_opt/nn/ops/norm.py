@@ -2,28 +2,30 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
-from ..._lib import lib
+from ..._lib import CData, lib
 from ...core.tensor_data import ne_of
-from .reductions import mean
 from .shape import reshape
 from .tensor import Tensor, add, check_tensor, cont, exp, graph_context, log, mul, scale, sqr, sub, wrap
 
 
 def layer_norm(a: Tensor, eps: float = 1e-5) -> Tensor:
-    """Normalise over the last (numpy) axis to zero mean and unit variance (no affine part).
-
-    ggml's NORM has no backward pass, but the root mean square of the centred values is the standard
-    deviation: layer_norm(a) = rms_norm(a - mean(a)) exactly, and RMS_NORM has one (four graph nodes
-    instead of nine for the composition by exp and log)."""
-    return rms_norm(sub(a, mean(a)), eps)
+    """Normalise over the last (numpy) axis to zero mean and unit variance (no affine part):
+    ggml_norm, one graph node (its backward pass is vendor patch 0020's)."""
+    return _over_rows(lib.ggml_norm, a, eps)
 
 
 def rms_norm(a: Tensor, eps: float = 1e-6) -> Tensor:
     """a / sqrt(mean(a^2) + eps) over the last (numpy) axis (ggml_rms_norm, which ggml differentiates)."""
+    return _over_rows(lib.ggml_rms_norm, a, eps)
+
+
+def _over_rows(op: Callable[[CData, CData, float], CData], a: Tensor, eps: float) -> Tensor:
+    """ggml's row normalisations on a contiguous copy (their backward passes read rows in place)."""
     check_tensor("a", a)
     src = a if lib.ggml_is_contiguous(a.ptr) else cont(a)
-    return wrap(lib.ggml_rms_norm(graph_context(src).ptr, src.ptr, float(eps)), src)
+    return wrap(op(graph_context(src).ptr, src.ptr, float(eps)), src)
 
 
 def _per_channel(t: Tensor, like: Tensor) -> Tensor:
