@@ -2,7 +2,8 @@
 MUL_MAT, the convolution-network ops POOL_2D(_BACK), IM2COL(_BACK), REPEAT_BACK, the AdamW step, and
 the element-wise and row ops (unary ops, SCALE, SUB, SUM_ROWS, REPEAT) that vendor/patches/0015 runs on
 every thread, f32, for odd shapes; SIGMOID on ggml's vectorised exp (0017), small batched GEMMs as
-in attention (0018), and the row normalisations NORM, RMS_NORM and RMS_NORM_BACK (0019).
+in attention (0018), the row normalisations NORM, RMS_NORM and RMS_NORM_BACK (0019), and GELU with
+its backward GELU_BACK (0022).
 
 vendor/patches replaces these kernels with blocked ones (0003: a packed GEMM with register tiles of
 6 x 16 on AVX2, 252-row blocks, k in blocks of 256, for OUT_PROD and MUL_MAT; llamafile's sgemm for
@@ -711,3 +712,69 @@ def test_sigmoid_limits(n_threads):
     for v in (3, -3, 87):
         at = x == np.float32(v)
         np.testing.assert_allclose(got[at], _sigmoid64(np.float64(np.float32(v))), rtol=3 * EPS32, atol=2.0 ** -126)
+
+
+# --- GELU and its backward on ggml_v_expf (vendor/patches/0022) --------------------------------------
+# f32 GELU (tanh approximation) as x sigmoid(z), z = x (k + k a x^2), and GELU_BACK: dy * gelu'(x).
+# Tolerance: z carries a few ulps of rounding (x^2, the product, the float32 constants), which the
+# output inherits times its sensitivity to z; on top of that 8 ulps of the terms' magnitude (exp, the
+# division, the products). The sensitivity is measured on the float64 formula itself, by moving z 4 ulps.
+# Where exp(-z) overflows (z < -88.72, x < -10.04) both are 0 in float32, while the true values are below
+# |x| e^z <= 20 * 3e-39 (gelu) and |x| z' e^z <= 20 * 87.2 * 3e-39 (its derivative): absolute 1e-36 / 1e-34.
+
+_GELU_K64 = float(np.float32(2 * np.sqrt(2 / np.pi)))
+_GELU_KA64 = float(np.float32(2 * np.sqrt(2 / np.pi) * 0.044715))
+
+
+def _gelu64(x, shift=0.0):
+    z = x * (_GELU_K64 + _GELU_KA64 * x * x) * (1 + shift)
+    return x / (1 + np.exp(-z))
+
+
+def _gelu_grad64(x, shift=0.0):
+    z = x * (_GELU_K64 + _GELU_KA64 * x * x) * (1 + shift)
+    s = 1 / (1 + np.exp(-z))
+    terms = s * (1 + np.abs(x * (1 - s) * (_GELU_K64 + 3 * _GELU_KA64 * x * x)))
+    return s * (1 + x * (1 - s) * (_GELU_K64 + 3 * _GELU_KA64 * x * x)), terms
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("row", SIGMOID_ROW_LENGTHS)
+def test_gelu_and_backward_vectorised(row, n_threads):
+    grid = np.linspace(-25.0, 25.0, 40_001).astype(np.float32)
+    x = grid[: grid.size // row * row].reshape(-1, row)
+    dy = _rng("gelu dy", row).uniform(-2, 2, x.shape).astype(np.float32)
+    g = _Graph(n_threads)
+    tx, tdy = g.leaf(x), g.leaf(dy)
+    got, got_back = g.compute(lib.ggml_gelu(g.ctx.ptr, tx), lib.ggml_gelu_back(g.ctx.ptr, tdy, tx))
+    with np.errstate(over="ignore"):
+        x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
+        ref = _gelu64(x64)
+        tol = 8 * EPS32 * np.abs(ref) + np.abs(_gelu64(x64, 4 * EPS32) - ref) + 1e-36
+        grad, terms = _gelu_grad64(x64)
+        ref_back = dy64 * grad
+        tol_back = np.abs(dy64) * (8 * EPS32 * terms + np.abs(_gelu_grad64(x64, 4 * EPS32)[0] - grad) + 1e-34)
+    for name, out, want, t in (("gelu", got, ref, tol), ("gelu_back", got_back, ref_back, tol_back)):
+        err = np.abs(out.reshape(x.shape).astype(np.float64) - want)
+        assert (err <= t).all(), (f"{name}: worst error {err.max():.3g} (tolerance {t.flat[np.argmax(err - t)]:.3g}) "
+                                  f"at x = {x.flat[np.argmax(err - t)]!r}")
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_gelu_limits(n_threads):
+    """The tails, infinities, zeros and NaN at every position of a row (vector lanes and the scalar
+    tail): gelu is -0 below -20 and x above ~10 (exactly, as sigmoid saturates), its derivative exactly
+    0 / 1 there; gelu(0) = 0 with derivative 1/2; NaN stays NaN."""
+    expect = {100.0: (100.0, 1.0), -100.0: (0.0, 0.0), 1e4: (1e4, 1.0), -1e4: (0.0, 0.0), 1e30: (1e30, 1.0),
+              -1e30: (0.0, 0.0), np.inf: (np.inf, 1.0), -np.inf: (0.0, 0.0), 0.0: (0.0, 0.5), 30.0: (30.0, 1.0),
+              -30.0: (0.0, 0.0), -20.5: (0.0, 0.0)}
+    special = np.array(list(expect) + [np.nan, 1.0, -1.0, 2.0, -0.5, 7.0, -7.0], np.float32)
+    x = np.stack([np.roll(special, i) for i in range(special.size)])
+    g = _Graph(n_threads)
+    tx, tdy = g.leaf(x), g.leaf(np.ones_like(x))
+    got, got_back = (a.reshape(x.shape) for a in g.compute(lib.ggml_gelu(g.ctx.ptr, tx), lib.ggml_gelu_back(g.ctx.ptr, tdy, tx)))
+    for v, (want, want_back) in expect.items():
+        at = x == np.float32(v)
+        np.testing.assert_array_equal(got[at], np.float32(want), err_msg=f"gelu({v})")
+        np.testing.assert_array_equal(got_back[at], np.float32(want_back), err_msg=f"gelu_back({v})")
+    assert np.isnan(got[np.isnan(x)]).all() and np.isnan(got_back[np.isnan(x)]).all()

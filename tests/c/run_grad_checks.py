@@ -114,6 +114,13 @@ KNOWN_FAILURES: dict[str, list[Known]] = {
     "RMS_NORM": [
         Known("inplace=1", "crash", _INPLACE_VIEW),
     ],
+    "GELU": [
+        # vendor patch 0022's GELU_BACK: 2 of 14 runs failed, MAA 0.014 and 0.10, one case (5005 inputs
+        # in [-3, 3]). mean_abs_asymm divides by (a + b), not |a| + |b|: gelu' crosses 0 at x = -0.752,
+        # where one input's two tiny estimates can give |asymm| >> 1 (sigmoid's and tanh's gradients never
+        # cross 0). tests/test_cpu_kernels.py checks GELU_BACK against float64 within a few ulps instead
+        Known(re.compile(r"^GELU\(type=f32,"), "maa", _FD_NOISE, max_maa=1.0),
+    ],
     "NORM": [
         # vendor patch 0020's case (NORM weighed by a random w): 3 of 20 runs, MAA 1.0e-4..1.5e-3, never
         # the same case twice; tests/test_ops_grad.py checks the same gradient in float64

@@ -23,7 +23,7 @@ def _activation(name: str, fn: Callable[[Tensor], Tensor], doc: str) -> type[Lay
 ReLU = _activation("ReLU", F.relu, "max(x, 0), element-wise.")
 Sigmoid = _activation("Sigmoid", F.sigmoid, "1 / (1 + exp(-x)) (ggml_sigmoid; its backward pass is vendor patch 0016).")
 Tanh = _activation("Tanh", F.tanh, "tanh(x) (ggml_tanh; its backward pass is vendor patch 0016).")
-GELU = _activation("GELU", F.gelu, "GELU (tanh approximation), x * sigmoid(...): ggml has no GELU backward pass.")
+GELU = _activation("GELU", F.gelu, "GELU, tanh approximation (PyTorch's approximate=\"tanh\"): ggml_gelu.")
 SiLU = _activation("SiLU", F.silu, "x * sigmoid(x) (ggml_silu).")
 Softmax = _activation("Softmax", F.softmax, "Softmax over the feature axis. Do not put it before a "
                       "cross_entropy loss: ggml's cross-entropy takes logits and applies softmax itself.")

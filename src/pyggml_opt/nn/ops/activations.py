@@ -1,12 +1,12 @@
-"""Activations and softmax. sigmoid and tanh are ggml's own ops (their backward passes: vendor patch
-0016); gelu is composed from ops ggml can differentiate (ggml has no GELU backward)."""
+"""Activations and softmax. sigmoid, tanh and gelu are ggml's own ops (their backward passes: vendor
+patches 0016 and 0022)."""
 from __future__ import annotations
 
 from ..._lib import lib
 from .conv import pool_2d
 from .reductions import sum_rows
 from .shape import reshape
-from .tensor import Tensor, check_tensor, exp, graph_context, log, mul, scale, sqr, sub, wrap
+from .tensor import Tensor, check_tensor, exp, graph_context, log, sub, wrap
 
 
 def sigmoid(a: Tensor) -> Tensor:
@@ -22,18 +22,14 @@ def tanh(a: Tensor) -> Tensor:
     return wrap(lib.ggml_tanh(graph_context(a).ptr, a.ptr), a)
 
 
-_GELU_K = 2.0 * 0.7978845608028654  # 2 * sqrt(2 / pi)
-
-
 def gelu(a: Tensor) -> Tensor:
-    """GELU, tanh approximation (as PyTorch's approximate="tanh" and ggml_gelu):
+    """GELU, tanh approximation (as PyTorch's approximate="tanh"):
     0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) = a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3)).
 
-    ggml has no GELU backward (and its CPU GELU reads a float16 table): composed, with the sigmoid's
-    argument as a (k + k 0.044715 a^2), k = 2 sqrt(2/pi): 3 nodes (sqr, scale with bias, mul) where
-    k (a + 0.044715 a^3) takes 5, so 5 forward and 12 backward nodes in all."""
-    inner = mul(a, scale(sqr(a), _GELU_K * 0.044715, _GELU_K))
-    return mul(a, sigmoid(inner))
+    ggml_gelu: one node forward and one (GELU_BACK) backward, both computed in float32 on the CPU
+    (vendor patch 0022; ggml's CPU GELU used to round its input to float16 for a table)."""
+    check_tensor("a", a)
+    return wrap(lib.ggml_gelu(graph_context(a).ptr, a.ptr), a)
 
 
 def softmax(a: Tensor) -> Tensor:
