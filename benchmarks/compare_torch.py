@@ -17,8 +17,9 @@ the achieved GFLOP/s (the model's multiply-adds of one epoch: forward and backwa
 samples, forward of the validation samples, counted per layer), and the ratios
     PyTorch time / pyggml_opt time     (>= 1: pyggml_opt is at least as fast; issue 5 asks for >= 1.0)
     C++ time / pyggml_opt time         (>= 1: the Python layer costs nothing)
-The machine's peak is printed next to them: the FMA peak (cores x 32 FLOP/cycle x clock, for AVX2 with
-two FMA units) and a measured one (PyTorch's sgemm on 2048 x 2048 matrices).
+The GFLOP/s are also printed as a percentage of the machine's f32 GEMM peak measured at the start of the
+same run with the same threads (machine.sgemm_peak: the best of 5 products of 2048 x 2048 matrices by ggml's
+MUL_MAT and by PyTorch's torch.mm, alternated; the peak is the larger of the two, both are printed).
 
     pip install torch==2.13.0            # optional benchmark dependency (the CPU build on these machines)
     python benchmarks/compare_torch.py                   # both models, 4 epochs each, ~5 min idle
@@ -54,6 +55,7 @@ import pyggml_opt as pgo
 from pyggml_opt import data
 
 from bench_fit import cpp_threads, find_tool, python_cpu_lib, run_cpp
+from machine import cpu_name, describe_peak, sgemm_peak
 
 BATCH, PHYSICAL, VAL_SPLIT, LR = 1000, 500, 0.05, 1e-3
 ARCH = {"fc": "mnist-fc", "cnn": "mnist-cnn"}
@@ -74,31 +76,15 @@ def epoch_gflop(model: str, n_train: int, n_val: int) -> float:
     return (n_train * (fwd + bwd) + n_val * fwd) / 1e9
 
 
-def fma_peak_gflops(n_threads: int) -> float | None:
-    """cores x 32 FLOP/cycle (two 8-wide FMA units, AVX2) x the clock from /proc/cpuinfo."""
-    try:
-        mhz = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines()
-               if line.startswith("cpu MHz")]
-    except (OSError, ValueError, IndexError):
-        return None
-    return n_threads * 32 * max(mhz) / 1e3 if mhz else None
-
-
-def torch_sgemm_gflops(torch, n: int = 2048, reps: int = 10) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n ** 3 / best / 1e9
+def pgo_model(model: str) -> pgo.Sequential:
+    """ggml's "mnist-fc" or "mnist-cnn" in pyggml_opt (weights initialised from seed 0)."""
+    return pgo.models.mnist_fc() if model == "fc" else pgo.models.mnist_cnn()
 
 
 def run_pgo(model: str, train, test, epochs: int, n_threads: int,
             after_epoch=None) -> tuple[list[float], float]:
     """pyggml_opt's fit; ``after_epoch()`` runs after each epoch, outside the epoch's timing."""
-    net = pgo.models.mnist_fc() if model == "fc" else pgo.models.mnist_cnn()
+    net = pgo_model(model)
     callbacks = [pgo.LambdaCallback(on_epoch_end=lambda *_: after_epoch())] if after_epoch else []
     h = net.fit(*train, epochs=epochs, batch_size=BATCH, physical_batch_size=PHYSICAL,
                 validation_split=VAL_SPLIT, optimizer=pgo.AdamW(lr=LR), seed=0, n_threads=n_threads,
@@ -109,6 +95,7 @@ def run_pgo(model: str, train, test, epochs: int, n_threads: int,
 
 
 def torch_model(torch, model: str):
+    """The same model in torch.nn (torch's default initialisation); parameters in pgo_model's order."""
     nn = torch.nn
     if model == "fc":
         return nn.Sequential(nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 10))
@@ -216,15 +203,14 @@ def main(argv=None) -> dict:
     n_train = len(train[0]) - n_val
 
     load_before = os.getloadavg()
-    print(f"{os.cpu_count()} cores, {n_threads} threads; load average {load_before[0]:.2f}; "
+    print(f"CPU: {cpu_name()}; {os.cpu_count()} cores, {n_threads} threads; load average {load_before[0]:.2f}; "
           f"pyggml_opt CPU library {python_cpu_lib()}" + (f"; torch {torch.__version__}" if torch else ""))
-    peak = fma_peak_gflops(n_threads)
-    sgemm = torch_sgemm_gflops(torch) if torch else None
-    print("peak: " + (f"FMA {peak:.0f} GFLOP/s" if peak else "FMA ?")
-          + (f", PyTorch sgemm 2048^3 {sgemm:.0f} GFLOP/s" if sgemm else "") + "\n")
+    gemm = sgemm_peak(n_threads, torch)
+    peak = gemm["peak"]
+    print(describe_peak(gemm) + "\n")
 
-    results = {"threads": n_threads, "epochs": args.epochs, "warmup": args.warmup, "fma_peak_gflops": peak,
-               "torch_sgemm_gflops": sgemm, "load_before": load_before, "command": " ".join(sys.argv), "models": {}}
+    results = {"cpu": cpu_name(), "threads": n_threads, "epochs": args.epochs, "warmup": args.warmup,
+               "gemm_peak": gemm, "load_before": load_before, "command": " ".join(sys.argv), "models": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
             gflop = epoch_gflop(model, n_train, n_val)
@@ -243,7 +229,7 @@ def main(argv=None) -> dict:
                 res[name] = {"epoch_s": times, "median_s": med, "test_accuracy": acc, "gflops": gflop / med}
                 print(f"{model:3} {name:10} s/epoch " + " ".join(f"{t:.3f}" for t in times)
                       + f" | median {med:.3f} | {gflop / med:5.1f} GFLOP/s"
-                      + (f" = {100 * gflop / med / peak:4.1f} % of FMA peak" if peak else "")
+                      + f" = {100 * gflop / med / peak:4.1f} % of peak"
                       + (f" | test accuracy {100 * acc:.2f} %" if acc is not None else ""), flush=True)
             if trainer is not None:
                 pairs = [t / p for p, t in zip(runs["pyggml_opt"][0][args.warmup:], trainer.times[args.warmup:])]
@@ -271,13 +257,17 @@ def run_gpt(args) -> dict:
     import subprocess
 
     import gpt_compare
+    torch = None
     if not args.no_torch:
         try:
-            import torch  # noqa: F401  (only checked here: the workers import it)
+            import torch  # the workers import it too; here it times the GEMM peak
         except ImportError:
             sys.exit("PyTorch is not installed: `pip install torch==2.13.0`, or pass --no-torch")
     args.threads = args.threads or pgo.default_n_threads()
-    res = gpt_compare.run(args, fma_peak_gflops(args.threads))
+    gemm = sgemm_peak(args.threads, torch)
+    print(describe_peak(gemm))
+    res = gpt_compare.run(args, gemm["peak"])
+    res["gemm_peak"] = gemm
     if args.profile:
         print(flush=True)
         cmd = [sys.executable, str(Path(__file__).with_name("gpt_profile.py")), "--threads", str(args.threads),

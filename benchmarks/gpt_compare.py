@@ -359,7 +359,7 @@ def summarise(res: dict, warmup: int, flop: float) -> dict:
             "first_step_s": stamps[0] - res["t0"]}
 
 
-def run(args, fma_peak: float | None) -> dict:
+def run(args, peak: float | None) -> dict:
     """``compare_torch.py --model gpt``: train both, print the table; returns the JSON-ready results."""
     from machine import cpu_name
     steps, warmup, threads = args.steps, args.warmup_steps, args.threads
@@ -397,7 +397,7 @@ def run(args, fma_peak: float | None) -> dict:
 
     print()
     head = (f"{'framework':11} {'val loss':>9} {'step-1 loss':>11} {'tokens/s':>9} {'ms/step':>8} {'GFLOP/s':>8}"
-            f"{' (% peak)' if fma_peak else ''} {'peak RSS +MB':>12} {'kept +MB':>9} {'threads':>7}")
+            f"{' (% peak)' if peak else ''} {'peak RSS +MB':>12} {'kept +MB':>9} {'threads':>7}")
     print(head)
     print("-" * len(head))
     for f in frameworks:
@@ -405,12 +405,12 @@ def run(args, fma_peak: float | None) -> dict:
         tps = med(f, "tokens_per_s")          # ms/step and GFLOP/s follow from the median throughput
         g = tps / (BATCH * CONTEXT) * flop / 1e9
         print(f"{names[f]:11} {r0['val_loss']:9.5f} {r0['first_loss']:11.5f} {tps:9.0f} "
-              f"{BATCH * CONTEXT / tps * 1e3:8.1f} {g:8.1f}" + (f" ({100 * g / fma_peak:4.1f} %)" if fma_peak else "")
+              f"{BATCH * CONTEXT / tps * 1e3:8.1f} {g:8.1f}" + (f" ({100 * g / peak:4.1f} %)" if peak else "")
               + f" {med(f, 'peak_mb') - med(f, 'rss_before_mb'):12.1f} {med(f, 'rss_after_mb') - med(f, 'rss_before_mb'):9.1f}"
               f" {r0['threads']:7d}")
     out = {"command": " ".join(sys.argv), "cpu": cpu_name(), "cores": os.cpu_count(), "load_before": load0,
            "load_after": load1, "steps": steps, "warmup_steps": warmup, "threads": threads, "batch": BATCH,
-           "context": CONTEXT, "gflop_per_step": flop / 1e9, "fma_peak_gflops": fma_peak, **info,
+           "context": CONTEXT, "gflop_per_step": flop / 1e9, "gemm_peak_gflops": peak, **info,
            "runs": {names[f]: runs[f] for f in frameworks}}
     if "torch" in runs:
         diff = runs["pgo"][0]["val_loss"] - runs["torch"][0]["val_loss"]

@@ -1,7 +1,11 @@
-"""What the benchmarks print about the machine they ran on."""
+"""What the benchmarks print about the machine they ran on: the CPU's name and its measured f32 GEMM peak."""
 from __future__ import annotations
 
 import platform
+import time
+
+GEMM_N = 2048       # sgemm_peak's matrices: GEMM_N x GEMM_N, f32
+GEMM_REPS = 5       # timed products per framework, alternated, after one warm-up each
 
 
 def cpu_name() -> str:
@@ -14,3 +18,74 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+class _GgmlGemm:
+    """ggml's f32 MUL_MAT of two n x n matrices on the CPU backend with ``n_threads``, built with the raw
+    binding and computed through a backend scheduler (as benchmarks/bench_ops.py does); ``__call__``
+    computes it once (ggml's packed f32 GEMM, vendor patch 0003, for these shapes)."""
+
+    def __init__(self, n_threads: int, n: int) -> None:
+        import numpy as np
+
+        from pyggml_opt._lib import lib
+        from pyggml_opt.core import Backend, Buffer, Context, Scheduler, tensor_data
+
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
+        self.backend = Backend("cpu", n_threads)
+        self.ctx_in, self.ctx = Context(4), Context(8, graph_size=8)
+        ta = lib.ggml_new_tensor_4d(self.ctx_in.ptr, lib.GGML_TYPE_F32, *tensor_data.ne_of(a.shape))
+        tb = lib.ggml_new_tensor_4d(self.ctx_in.ptr, lib.GGML_TYPE_F32, *tensor_data.ne_of(b.shape))
+        out = lib.ggml_mul_mat(self.ctx.ptr, ta, tb)
+        self.buf = Buffer(self.ctx_in, self.backend)
+        tensor_data.set(ta, a)
+        tensor_data.set(tb, b)
+        self.graph = lib.ggml_new_graph_custom(self.ctx.ptr, 8, False)
+        lib.ggml_build_forward_expand(self.graph, out)
+        self.sched = Scheduler([self.backend])
+        self.sched.compute(self.graph)           # allocates the graph: later calls only compute
+        self.lib = lib
+
+    def __call__(self) -> None:
+        self.backend.wake()
+        self.lib.ggml_backend_sched_graph_compute(self.sched.ptr, self.graph)
+        self.backend.rest()                      # no polling workers while PyTorch computes
+
+    def close(self) -> None:
+        self.sched.close()
+        self.buf.close()
+        self.backend.close()
+
+
+def sgemm_peak(n_threads: int, torch=None, n: int = GEMM_N, reps: int = GEMM_REPS) -> dict:
+    """The machine's measured f32 GEMM speed with ``n_threads`` threads: ggml's MUL_MAT and, given the
+    ``torch`` module, PyTorch's ``torch.mm`` (``torch.set_num_threads(n_threads)``, left set), both on
+    n x n matrices, one warm-up each, then ``reps`` products of each alternated (same load on both).
+    Returns GFLOP/s (2 n^3 / the best time) as {"ggml": ..., "torch": ... or None, "peak": the larger,
+    "n": n, "reps": reps}: the "peak" the benchmarks' "% of peak" columns divide by."""
+    timed = {"ggml": _GgmlGemm(n_threads, n)}
+    if torch is not None:
+        torch.set_num_threads(n_threads)
+        gen = torch.Generator().manual_seed(0)
+        a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
+        timed["torch"] = lambda: torch.mm(a, b)
+    best = {name: float("inf") for name in timed}
+    try:
+        for fn in timed.values():
+            fn()
+        for _ in range(reps):
+            for name, fn in timed.items():
+                t0 = time.perf_counter()
+                fn()
+                best[name] = min(best[name], time.perf_counter() - t0)
+    finally:
+        timed["ggml"].close()
+    gflops = {name: 2 * n ** 3 / t / 1e9 for name, t in best.items()}
+    return {"ggml": gflops["ggml"], "torch": gflops.get("torch"), "peak": max(gflops.values()), "n": n, "reps": reps}
+
+
+def describe_peak(p: dict) -> str:
+    """One line for sgemm_peak's result."""
+    return (f"measured f32 GEMM peak {p['peak']:.0f} GFLOP/s (best of {p['reps']} products {p['n']}^3: ggml MUL_MAT "
+            f"{p['ggml']:.0f}" + (f", PyTorch torch.mm {p['torch']:.0f}" if p["torch"] is not None else "") + ")")
