@@ -81,7 +81,7 @@ def _check_op(t: CData, users: dict[int, int]) -> None:
         u = c_str(lib.ggml_unary_op_name(lib.ggml_get_unary_op(t)))
         if u not in BACKWARD_UNARY:
             raise ValueError(f"ggml has no backward pass for the unary op {u} (used on a trainable path); "
-                             "use the composed versions in pyggml_opt.ops (gelu, layer_norm)")
+                             "build it from differentiable ops (see pyggml_opt.ops: gelu, sigmoid, tanh, silu, ...)")
     elif t.op == lib.GGML_OP_GLU:
         g = c_str(lib.ggml_glu_op_name(lib.ggml_get_glu_op(t)))
         if g not in BACKWARD_GLU:
