@@ -54,6 +54,9 @@ class PoolSlot:
 
     def __init__(self, backend_ptr: CData) -> None:
         self.backend_ptr = backend_ptr
+        # looked up once: rest / wake run at every predict, and the lookup through the backend
+        # registry cost about as much as the rest of them (the CPU backend's code stays loaded)
+        self._set_pool = cpu_proc("ggml_backend_cpu_set_threadpool", _SET)
         self.pool: ThreadPool | None = None
         self.resting = False  # the pool is detached (paused: its workers sleep) until wake()
         _slots.add(self)
@@ -72,9 +75,8 @@ class PoolSlot:
             self.resting = False
 
     def _set(self, pool_ptr: CData) -> None:
-        set_pool = cpu_proc("ggml_backend_cpu_set_threadpool", _SET)
-        if set_pool is not None:
-            set_pool(self.backend_ptr, pool_ptr)
+        if self._set_pool is not None:
+            self._set_pool(self.backend_ptr, pool_ptr)
 
     def use(self, n_threads: int) -> None:
         """Run the backend's graphs on a pool of ``n_threads`` (none for one thread, or with pools off)."""
@@ -83,7 +85,7 @@ class PoolSlot:
         if (self.pool.n_threads if self.pool is not None else 1) == n_threads:
             self.wake()
             return
-        if cpu_proc("ggml_backend_cpu_set_threadpool", _SET) is None:
+        if self._set_pool is None:
             return
         old = self.pool
         self.pool = ThreadPool(n_threads) if n_threads > 1 else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._lib import CData, lib
+from .._lib import CData, ffi, lib
 from ..core import GRAPH_SIZE, Buffer, Context
 from ..core import tensor_data
 from .network import Network
@@ -119,6 +119,18 @@ class ForwardGraph:
     def output(self) -> np.ndarray:
         """The outputs of the last evaluation, (batch, *output_shape)."""
         return tensor_data.get(self.outputs, self.out.ndim)
+
+    def flop(self) -> int:
+        """An estimate of the floating-point operations of one evaluation: 2 per multiply-add of every
+        matrix product (convolutions are products after im2col) and 1 per element of every other node."""
+        ctx = self.ctx_compute.ptr
+        total = 0
+        t = lib.ggml_get_first_tensor(ctx)
+        while t != ffi.NULL:
+            n = lib.ggml_nelements(t)
+            total += 2 * t.src[0].ne[0] * n if t.op == lib.GGML_OP_MUL_MAT else n
+            t = lib.ggml_get_next_tensor(ctx, t)
+        return total
 
     def close(self) -> None:
         for owner in (self.buf_static, self.ctx_static, self.ctx_compute):

@@ -1,7 +1,8 @@
 """``generate``: sampling token ids from a causal language model, one token per forward pass.
 
 The model's graph is built once, for the prompts' batch and the model's whole context, as a static
-forward-only ggml-opt graph, and evaluated once per new token: the window of the last ``context``
+forward-only ggml-opt graph (``forward_cache``: the session keeps it, as predict's graphs, for the next
+call with as many prompts), and evaluated once per new token: the window of the last ``context``
 tokens is written left-aligned into the input, the rest padded with id 0. Causal attention keeps the
 padding (after the last token) from changing the logits read at the last token."""
 from __future__ import annotations
@@ -10,8 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..checks import check_int, check_number
-from ..core import OptContext
-from ..nn import ForwardGraph, Network, check_network
+from ..nn import Network, check_network
 from .session import exclusive_use, session_for
 
 
@@ -83,19 +83,11 @@ def _sample_into(model: Network, out: np.ndarray, start: int, context: int, temp
     """Fill ``out[:, start:]`` with sampled ids, each conditioned on the ids before it."""
     s = session_for(model, backend, n_threads)
     store = model.params_on(s.scheduler.main)
-    graph = ForwardGraph(model, store, out.shape[0], static=True, readable=True)
-    opt = OptContext(s.scheduler, "sum", static=(graph.ctx_compute, graph.inputs, graph.outputs), forward_only=True,
-                     keep_alive=[graph])
     window = np.zeros((out.shape[0], context), np.int32)
-    try:
-        for t in range(start, out.shape[1]):
-            steps = min(t, context)
-            window[:, :steps] = out[:, t - steps:t]
-            window[:, steps:] = 0
-            opt.alloc(backward=False)
-            graph.set_input(window)
-            opt.eval()
-            out[:, t] = sample(graph.output()[:, steps - 1, :], temperature, top_k, rng)
-    finally:
-        opt.close()
-        graph.close()
+    for t in range(start, out.shape[1]):
+        steps = min(t, context)
+        window[:, :steps] = out[:, t - steps:t]
+        window[:, steps:] = 0
+        # fetched per step: an interrupted evaluation closes its graph, and the cache builds another
+        logits = s.forwards.run(model, store, window)
+        out[:, t] = sample(logits[:, steps - 1, :], temperature, top_k, rng)

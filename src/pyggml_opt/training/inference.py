@@ -1,9 +1,12 @@
-"""predict / evaluate: forward passes through ggml-opt's allocation-based graphs.
+"""predict / evaluate: forward passes, through graphs cached per batch size or allocation-based ones.
 
-Each batch gets a forward graph of its own size (``ggml_opt_prepare_alloc`` / ``ggml_opt_alloc``), so
-any number of samples is computed without padding and without a cached graph per batch size. For a
-loss function (``fit(loss=fn)``) the graph also computes the loss of each sample, from label rows
-given beside the input."""
+Without a loss function (predict, evaluate with a loss name, fit's validation) a batch size asked for
+again gets a static forward-only graph built once and kept by the session (``forward_cache``: the two
+most recently used sizes, such as a loop's full batches and its remainder); per batch only the input
+is written, the graph computed and the outputs read. Other batches (a size's first use, or any batch
+for a loss function, ``fit(loss=fn)``) get a forward graph of their own size through ggml-opt's
+allocation-based graphs (``ggml_opt_prepare_alloc`` / ``ggml_opt_alloc``), which for a loss function
+also computes the loss of each sample, from label rows given beside the input."""
 from __future__ import annotations
 
 from typing import Literal, Sequence, overload
@@ -23,7 +26,8 @@ from .session import SESSION, Session, device_of, exclusive_use, session_for
 
 
 class Inference:
-    """A forward-only ggml-opt context with allocation-based graphs on ``scheduler``."""
+    """A forward-only ggml-opt context with allocation-based graphs on ``scheduler``: any batch size,
+    a graph built per batch (a loss function's batches, and a batch size's first use)."""
 
     def __init__(self, scheduler: Scheduler) -> None:
         # "sum": a loss that needs no labels; ggml-opt adds it to every graph, its value is unused
@@ -69,24 +73,33 @@ def forward(network: Network, x: np.ndarray, batch_size: int, backend: str | Non
         # from a callback of fit: another backend would move the parameters fit is using
         raise ValueError(f"predict / evaluate during fit must use fit's backend {current.device!r}, got {backend!r}")
     s = session_for(network, backend, n_threads)
-    if s.inference is None:
-        s.inference = Inference(s.scheduler)
-    inference = s.inference
     store = network.params_on(s.scheduler.main)
     outputs, losses = [], []
     try:
         for start in range(0, x.shape[0], batch_size):
             b = slice(start, start + batch_size)
-            out, per = inference.run(network, store, x[b], None if labels is None else labels[b], loss)
+            xb = x[b]
+            # a batch size that comes again (the next call's, the loop's next batch) runs on a graph
+            # cached for it; a StaticForward interrupted between alloc and eval closes itself
+            cached = s.forwards.get(network, store, xb.shape[0], first_use=False) if loss is None else None
+            if cached is not None:
+                outputs.append(cached.run(xb))
+                continue
+            if s.inference is None:
+                s.inference = Inference(s.scheduler)
+            out, per = s.inference.run(network, store, xb, None if labels is None else labels[b], loss)
             outputs.append(out)
             if per is not None:
                 losses.append(per)
     except BaseException:
         # interrupted between ggml_opt_alloc and ggml_opt_eval (Ctrl+C), the context would abort on
         # its next alloc: start the next call with a fresh one
-        inference.close()
-        s.inference = None
+        if s.inference is not None:
+            s.inference.close()
+            s.inference = None
         raise
+    if len(outputs) == 1 and not losses:
+        return outputs[0], None
     return np.concatenate(outputs, axis=0), np.concatenate(losses) if losses else None
 
 

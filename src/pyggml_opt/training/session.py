@@ -16,6 +16,7 @@ from ..nn import ForwardGraph, Network, ParamStore, Tensor, check_backward
 from ..nn.ops.tensor import INPUT_TYPES
 from ..saving import OptimizerState
 from .batching import BatchWriter
+from .forward_cache import ForwardCache
 from .losses import Loss, LossFn, weighted_loss
 from .optimizers import Optimizer
 
@@ -31,13 +32,16 @@ class CachedInference(Protocol):
 
 
 class Session:
-    """The scheduler that runs a network's graphs on one backend (the CPU as fallback), and the
-    inference context cached for it. Attached to the network: freed by ``close()`` or with it."""
+    """The scheduler that runs a network's graphs on one backend (the CPU as fallback), the inference
+    context cached for it (evaluate with a loss function) and the forward graphs cached by batch size
+    (predict, evaluate without a loss function, generate; each on a scheduler of its own over the same
+    backends). Attached to the network: freed by ``close()`` or with it."""
 
     def __init__(self, device: str, n_threads: int | None) -> None:
         self.scheduler = Scheduler.for_device(device, n_threads)
         self.device = self.scheduler.main.device_name
         self.inference: CachedInference | None = None  # made on first use
+        self.forwards = ForwardCache(self.scheduler.backends)
 
     def set_n_threads(self, n_threads: int) -> None:
         for b in self.scheduler.backends:
@@ -47,6 +51,7 @@ class Session:
         if self.inference is not None:
             self.inference.close()
             self.inference = None
+        self.forwards.close()
         self.scheduler.close()
 
 

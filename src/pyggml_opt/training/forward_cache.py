@@ -1,0 +1,138 @@
+"""Forward graphs built once and evaluated many times: predict's (without a loss function) and generate's.
+
+A ``StaticForward`` is a network's forward graph for one batch size as a static forward-only ggml-opt
+context: per evaluation only the input is written, the graph computed and the outputs read (building
+the graph layer by layer in Python took more time than computing it for small models at batch 1).
+Each has a scheduler of its own over the session's backends (sharing their thread pools): ggml-opt
+skips re-allocating a graph it allocated last on its scheduler (``allocated_graph``), so two contexts
+on one scheduler would overwrite each other's allocations. A session keeps a few of them, by batch
+size, in a ``ForwardCache``. A graph too small to gain from more threads (``SMALL_GRAPH_FLOP``: mnist-fc
+or mnist-cnn at batch 1 or 2) runs on a CPU backend of one thread without a pool, computing in the
+calling thread: waking the session's pool cost more than such a graph's work (mnist-fc at batch 1,
+2 idle cores: 44 us computed on the pool, 15 us of it compute; with both cores busy elsewhere a
+predict took 650 us on the pool, 47 us on one thread), and the pool's workers stay asleep. predict builds one for a batch size only when that size comes again
+(building a static graph costs several evaluations: a caller whose every call has a new number of
+samples keeps ggml-opt's allocation-based graphs, built per batch, as before).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import Callable
+
+import numpy as np
+
+from ..core import Backend, OptContext, Scheduler
+from ..nn import ForwardGraph, Network, ParamStore
+
+CACHED_SIZES = 2  # batch sizes kept per session: a loop's full batches and its remainder
+# ~25-50 us of one core's work, what waking a pool's sleeping workers costs on an idle machine
+SMALL_GRAPH_FLOP = 2_000_000
+SEEN_SIZES = 8    # the batch sizes last asked for without a cached graph (``get(first_use=False)``)
+
+
+class StaticForward:
+    """``network``'s forward graph for ``batch`` samples over the parameters in ``store``, as a static
+    forward-only ggml-opt context on a scheduler of its own over ``backends`` (the store's first), or
+    over ``small`` alone if given and the graph has fewer than ``SMALL_GRAPH_FLOP`` operations.
+    It reads the parameters at every evaluation, so it sees weights changed in place (fit, set_weights)."""
+
+    def __init__(self, network: Network, store: ParamStore, batch: int, backends: list[Backend],
+                 small: Callable[[], Backend] | None = None) -> None:
+        self.batch, self.store = batch, store
+        self._pending = False
+        self.graph = ForwardGraph(network, store, batch, static=True, readable=True)
+        try:
+            if small is not None and self.graph.flop() < SMALL_GRAPH_FLOP:
+                backends = [small()]
+            self.scheduler = Scheduler(backends)
+            # "sum": a loss that needs no labels; ggml-opt adds it to every graph, its value is unused
+            self.opt_ctx = OptContext(self.scheduler, "sum", static=(self.graph.ctx_compute, self.graph.inputs,
+                                                                     self.graph.outputs),
+                                      forward_only=True, keep_alive=[self.graph])
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def usable(self) -> bool:
+        """Open, and not left between ``ggml_opt_alloc`` and ``ggml_opt_eval`` (where ggml-opt's next
+        alloc would abort: an interrupted or failed ``run``)."""
+        return not self._pending and hasattr(self, "opt_ctx") and not self.opt_ctx.closed
+
+    def run(self, xb: np.ndarray) -> np.ndarray:
+        """The outputs (a copy) for the batch ``xb`` of exactly ``batch`` samples."""
+        # set first: a KeyboardInterrupt (Ctrl+C) may land at any bytecode, the except clause included
+        self._pending = True
+        try:
+            self.opt_ctx.alloc(backward=False)
+            self.graph.set_input(xb)
+            self.opt_ctx.eval()
+        except BaseException:
+            self.close()  # free it now; the cache builds a fresh one
+            raise
+        self._pending = False
+        return self.graph.output()
+
+    def close(self) -> None:
+        """Free the context, its scheduler and the graph (idempotent; not the parameters)."""
+        for name in ("opt_ctx", "scheduler", "graph"):
+            owner = getattr(self, name, None)
+            if owner is not None:
+                owner.close()
+
+
+class ForwardCache:
+    """The ``StaticForward`` graphs of one session's network, by batch size: the ``size`` most recently
+    used, all over one parameter store (graphs over another one are dropped when asked for it)."""
+
+    def __init__(self, backends: list[Backend], size: int = CACHED_SIZES) -> None:
+        self.backends, self.size = backends, size
+        self._graphs: OrderedDict[int, StaticForward] = OrderedDict()
+        self._seen: deque[int] = deque(maxlen=SEEN_SIZES)
+        self._single: Backend | None = None  # the one-thread CPU backend of small graphs, made when needed
+
+    def _single_thread(self) -> Backend:
+        if self._single is None or self._single.closed:
+            self._single = Backend("cpu", 1)
+        return self._single
+
+    def get(self, network: Network, store: ParamStore, batch: int, first_use: bool = True) -> StaticForward | None:
+        """The graph of ``network`` for ``batch`` samples over ``store``, built if not cached; with
+        ``first_use=False`` None instead when ``batch`` was not asked for lately (not worth building)."""
+        if any(g.store is not store for g in self._graphs.values()):
+            # the network's parameters were replaced (rebuilt, moved to another backend and back):
+            # graphs over the old store would read freed memory
+            self.close()
+        graph = self._graphs.get(batch)
+        if graph is not None and not graph.usable:  # interrupted during a run
+            graph.close()
+            del self._graphs[batch]
+            graph = None
+        if graph is None:
+            if not first_use and batch not in self._seen:
+                self._seen.append(batch)
+                return None
+            while len(self._graphs) >= self.size:
+                self._graphs.popitem(last=False)[1].close()
+            # small graphs on one thread, for a CPU session only (a device's graph stays on the device)
+            small = self._single_thread if self.backends[0].is_cpu else None
+            graph = self._graphs[batch] = StaticForward(network, store, batch, self.backends, small)
+        self._graphs.move_to_end(batch)
+        return graph
+
+    def run(self, network: Network, store: ParamStore, xb: np.ndarray) -> np.ndarray:
+        """``network``'s outputs for the batch ``xb`` (its first axis: the batch size), on a cached graph."""
+        graph = self.get(network, store, xb.shape[0])
+        assert graph is not None  # built on first use
+        return graph.run(xb)
+
+    def __len__(self) -> int:
+        return len(self._graphs)
+
+    def close(self) -> None:
+        """Free every cached graph and the one-thread backend (the cache stays usable)."""
+        while self._graphs:
+            self._graphs.popitem()[1].close()
+        if self._single is not None:
+            self._single.close()
+            self._single = None
