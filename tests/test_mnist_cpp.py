@@ -39,9 +39,11 @@ REQUIRE = os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1"
 TOOLS = ("mnist-train", "mnist-eval")
 N_TEST = 10000
 
-# epochs per direction: enough to be far from chance (so agreement is not trivial), no more
+# epochs per direction: enough to be far from chance (so agreement is not trivial), no more. mnist-train
+# draws its initial weights from std::random_device: after 1 epoch its CNN reached 58-67 % in 12 runs,
+# and 22.6 % once in CI (an initialisation that took longer to start learning), so it gets 2
 PY_EPOCHS = {"mnist-fc": 2, "mnist-cnn": 1}
-CPP_EPOCHS = {"mnist-fc": 2, "mnist-cnn": 1}
+CPP_EPOCHS = {"mnist-fc": 2, "mnist-cnn": 2}
 MIN_ACC = {"mnist-fc": 0.70, "mnist-cnn": 0.50}  # chance is 0.10
 
 ARCHS = [pytest.param("mnist-fc", id="fc"), pytest.param("mnist-cnn", id="cnn")]
