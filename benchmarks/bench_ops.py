@@ -28,8 +28,8 @@ SHAPES = {"mul_mat": (500, 500, 784), "out_prod": (784, 500, 500)}   # (M, N, K)
 
 
 def time_op(op: str, n_threads: int, reps: int) -> list[float]:
+    from machine import GgmlOp
     from pyggml_opt._lib import lib
-    from pyggml_opt.core import Backend, Buffer, Context, Scheduler, tensor_data
 
     m, n, k = SHAPES[op]
     rng = np.random.default_rng(0)
@@ -39,24 +39,15 @@ def time_op(op: str, n_threads: int, reps: int) -> list[float]:
     else:                     # dst[n, m] = sum_k a[k, m] b[k, n]
         a, b = rng.random((k, m), np.float32), rng.random((k, n), np.float32)
         build = lib.ggml_out_prod
-    backend = Backend("cpu", n_threads)
-    ctx_in, ctx = Context(4), Context(8, graph_size=8)
-    ta = lib.ggml_new_tensor_4d(ctx_in.ptr, lib.GGML_TYPE_F32, *tensor_data.ne_of(a.shape))
-    tb = lib.ggml_new_tensor_4d(ctx_in.ptr, lib.GGML_TYPE_F32, *tensor_data.ne_of(b.shape))
-    out = build(ctx.ptr, ta, tb)
-    buf = Buffer(ctx_in, backend)
-    tensor_data.set(ta, a)
-    tensor_data.set(tb, b)
-    graph = lib.ggml_new_graph_custom(ctx.ptr, 8, False)
-    lib.ggml_build_forward_expand(graph, out)
-    sched = Scheduler([backend])
-    sched.compute(graph)
+    compute = GgmlOp(build, a, b, n_threads)
     times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        lib.ggml_backend_sched_graph_compute(sched.ptr, graph)
-        times.append(time.perf_counter() - t0)
-    del buf
+    try:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            compute()
+            times.append(time.perf_counter() - t0)
+    finally:
+        compute.close()
     return times
 
 

@@ -20,24 +20,21 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-class _GgmlGemm:
-    """ggml's f32 MUL_MAT of two n x n matrices on the CPU backend with ``n_threads``, built with the raw
-    binding and computed through a backend scheduler (as benchmarks/bench_ops.py does); ``__call__``
-    computes it once (ggml's packed f32 GEMM, vendor patch 0003, for these shapes)."""
+class GgmlOp:
+    """One ggml op of two f32 matrices ``a`` and ``b`` (numpy order), ``build(ctx, ta, tb)`` such as
+    ``lib.ggml_mul_mat``, on the CPU backend with ``n_threads``: built with the raw binding, computed
+    once through a backend scheduler to allocate it; ``__call__`` computes it again. Shared by
+    sgemm_peak and bench_ops.py."""
 
-    def __init__(self, n_threads: int, n: int) -> None:
-        import numpy as np
-
+    def __init__(self, build, a, b, n_threads: int) -> None:
         from pyggml_opt._lib import lib
         from pyggml_opt.core import Backend, Buffer, Context, Scheduler, tensor_data
 
-        rng = np.random.default_rng(0)
-        a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
         self.backend = Backend("cpu", n_threads)
         self.ctx_in, self.ctx = Context(4), Context(8, graph_size=8)
         ta = lib.ggml_new_tensor_4d(self.ctx_in.ptr, lib.GGML_TYPE_F32, *tensor_data.ne_of(a.shape))
         tb = lib.ggml_new_tensor_4d(self.ctx_in.ptr, lib.GGML_TYPE_F32, *tensor_data.ne_of(b.shape))
-        out = lib.ggml_mul_mat(self.ctx.ptr, ta, tb)
+        out = build(self.ctx.ptr, ta, tb)
         self.buf = Buffer(self.ctx_in, self.backend)
         tensor_data.set(ta, a)
         tensor_data.set(tb, b)
@@ -48,9 +45,7 @@ class _GgmlGemm:
         self.lib = lib
 
     def __call__(self) -> None:
-        self.backend.wake()
         self.lib.ggml_backend_sched_graph_compute(self.sched.ptr, self.graph)
-        self.backend.rest()                      # no polling workers while PyTorch computes
 
     def close(self) -> None:
         self.sched.close()
@@ -64,7 +59,20 @@ def sgemm_peak(n_threads: int, torch=None, n: int = GEMM_N, reps: int = GEMM_REP
     n x n matrices, one warm-up each, then ``reps`` products of each alternated (same load on both).
     Returns GFLOP/s (2 n^3 / the best time) as {"ggml": ..., "torch": ... or None, "peak": the larger,
     "n": n, "reps": reps}: the "peak" the benchmarks' "% of peak" columns divide by."""
-    timed = {"ggml": _GgmlGemm(n_threads, n)}
+    import numpy as np
+
+    from pyggml_opt._lib import lib
+
+    rng = np.random.default_rng(0)
+    gemm = GgmlOp(lib.ggml_mul_mat, rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32),
+                  n_threads)
+
+    def ggml() -> None:
+        gemm.backend.wake()
+        gemm()
+        gemm.backend.rest()                      # no polling workers while PyTorch computes
+
+    timed = {"ggml": ggml}
     if torch is not None:
         torch.set_num_threads(n_threads)
         gen = torch.Generator().manual_seed(0)
@@ -80,7 +88,7 @@ def sgemm_peak(n_threads: int, torch=None, n: int = GEMM_N, reps: int = GEMM_REP
                 fn()
                 best[name] = min(best[name], time.perf_counter() - t0)
     finally:
-        timed["ggml"].close()
+        gemm.close()
     gflops = {name: 2 * n ** 3 / t / 1e9 for name, t in best.items()}
     return {"ggml": gflops["ggml"], "torch": gflops.get("torch"), "peak": max(gflops.values()), "n": n, "reps": reps}
 

@@ -10,9 +10,10 @@ size, in a ``ForwardCache``. A graph too small to gain from more threads (``SMAL
 or mnist-cnn at batch 1 or 2) runs on a CPU backend of one thread without a pool, computing in the
 calling thread: waking the session's pool cost more than such a graph's work (mnist-fc at batch 1,
 2 idle cores: 44 us computed on the pool, 15 us of it compute; with both cores busy elsewhere a
-predict took 650 us on the pool, 47 us on one thread), and the pool's workers stay asleep. predict builds one for a batch size only when that size comes again
-(building a static graph costs several evaluations: a caller whose every call has a new number of
-samples keeps ggml-opt's allocation-based graphs, built per batch, as before).
+predict took 650 us on the pool, 47 us on one thread), and the pool's workers stay asleep. predict
+builds one for a batch size only when that size comes again (building a static graph costs several
+evaluations: a caller whose every call has a new number of samples keeps ggml-opt's allocation-based
+graphs, built per batch, as before).
 """
 from __future__ import annotations
 
