@@ -1,6 +1,6 @@
 """Conv1d and GlobalAveragePooling2D against a float64 numpy convolution (forward, several strides / paddings / dilations) and
 central finite differences of the loss (the gradients of two stacked convolutions: the first one's
-reach it through IM2COL_BACK)."""
+reach it through CONV_2D_BACK_INPUT)."""
 import numpy as np
 import pytest
 

@@ -389,6 +389,54 @@ def test_im2col_and_back(shape, k, s, p, d, n_threads):
     _check(got_back, ref_back.reshape(shape), absref.reshape(shape), k * k)
 
 
+# --- CONV_2D in cache-sized im2col blocks and its backward passes (vendor/patches/0023) --------------
+# Each output is a sum of terms: c_in*kh*kw (forward), c_out*kh*kw per pixel (input gradient), every
+# output pixel of the batch (kernel gradient), checked with _check's bound against float64 sums of the
+# same float32 inputs. Shapes: "same" convolutions (the shifted-run im2col), strides, dilations,
+# padding wider than the kernel's reach, one image (fewer than the threads), and blocks of fewer rows
+# than the image (1 and 3 rows per block: taps x width beyond the 16384-float block).
+CONV2D_SHAPES = [((1, 1, 5, 7), 2), ((2, 3, 9, 8), 4), ((5, 8, 14, 14), 16), ((2, 64, 6, 32), 3),
+                 ((3, 16, 20, 30), 5)]          # (numpy x (N, C, H, W), c_out)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("k,s,p,d", CONV_CASES + [(3, 1, 3, 1), (1, 1, 0, 1)])
+@pytest.mark.parametrize("shape,c_out", CONV2D_SHAPES)
+def test_conv_2d_direct_and_backward(shape, c_out, k, s, p, d, n_threads):
+    n, c, h, w = shape
+    rng = _rng("conv2d", shape, c_out, k, s, p, d)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    kern = rng.uniform(-1, 1, (c_out, c, k, k)).astype(np.float32)
+    cols = _im2col_ref(x.astype(np.float64), k, s, p, d)               # (N, OH, OW, C*k*k)
+    oh, ow = cols.shape[1:3]
+    dy = rng.uniform(-1, 1, (n, c_out, oh, ow)).astype(np.float32)
+    g = _Graph(n_threads)
+    tx, tk, tdy = g.leaf(x), g.leaf(kern), g.leaf(dy)
+    fwd = lib.ggml_conv_2d_direct(g.ctx.ptr, tk, tx, s, s, p, p, d, d)
+    back_x = lib.ggml_conv_2d_direct_back_input(g.ctx.ptr, tk, tdy, ffi.new("int64_t[4]", tensor_data.ne_of(shape)),
+                                                s, s, p, p, d, d)
+    back_k = lib.ggml_conv_2d_direct_back_kernel(g.ctx.ptr, tx, tdy, ffi.new("int64_t[4]", tensor_data.ne_of(kern.shape)),
+                                                 s, s, p, p, d, d)
+    got_y, got_dx, got_dk = g.compute(fwd, back_x, back_k)
+
+    w64, dy64 = kern.reshape(c_out, -1).astype(np.float64), dy.astype(np.float64).transpose(0, 2, 3, 1)
+    ref_y = (cols @ w64.T).transpose(0, 3, 1, 2)
+    _check(got_y.reshape(ref_y.shape), ref_y, (np.abs(cols) @ np.abs(w64).T).transpose(0, 3, 1, 2), c * k * k)
+    flat_cols, flat_dy = cols.reshape(-1, c * k * k), dy64.reshape(-1, c_out)
+    ref_dk = (flat_dy.T @ flat_cols).reshape(kern.shape)
+    abs_dk = (np.abs(flat_dy).T @ np.abs(flat_cols)).reshape(kern.shape)
+    _check(got_dk.reshape(kern.shape), ref_dk, abs_dk, n * oh * ow)
+    # the input gradient is the adjoint of im2col applied to dy W: every column entry adds back to
+    # the pixel it came from (as in test_im2col_and_back)
+    dcols, abs_dcols = dy64 @ w64, np.abs(dy64) @ np.abs(w64)
+    idx = _im2col_ref(np.arange(x.size, dtype=np.float64).reshape(shape) + 1, k, s, p, d).astype(np.int64) - 1
+    valid = idx >= 0
+    ref_dx, abs_dx = np.zeros(x.size), np.zeros(x.size)
+    np.add.at(ref_dx, idx[valid], dcols[valid])
+    np.add.at(abs_dx, idx[valid], abs_dcols[valid])
+    _check(got_dx.reshape(shape), ref_dx.reshape(shape), abs_dx.reshape(shape), c_out * k * k)
+
+
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
 @pytest.mark.parametrize("a_shape,b_shape", [
     ((5, 8, 14, 14), (1, 8, 1, 1)),      # a conv bias gradient: one value per channel (ne0 == 1)
@@ -445,9 +493,10 @@ def test_opt_step_adamw(shape, wd, n_threads):
 # --- broadcast element-wise ops (vendor/patches/0008: one src1 value per row runs as one loop) -------
 # One rounding per element: the results must equal numpy's float32 ones exactly.
 
-@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
 @pytest.mark.parametrize("a_shape,b_shape", [
     ((5, 8, 14, 14), (1, 8, 1, 1)),      # a per-channel convolution bias (ne10 == 1)
+    ((3, 5, 13, 7), (3, 5, 1, 1)),       # one value per plane, 3 threads split planes mid-way
     ((3, 4, 7), (3, 4, 1)),              # one value per row
     ((2, 6, 1), (1, 6, 1)),              # rows of one element
     ((4, 9), (1, 9)),                    # a dense bias (a whole row broadcast)
@@ -464,6 +513,26 @@ def test_binary_broadcast(a_shape, b_shape, op, n_threads):
     np.testing.assert_array_equal(got.reshape(ref.shape), ref)
 
 
+
+# Contiguous tensors run as whole runs of rows (vendor/patches/0024); views whose planes are not
+# contiguous keep the per-row loop: both must give numpy's float32 results.
+@pytest.mark.parametrize("n_threads", [1, 3])
+@pytest.mark.parametrize("op", ["relu", "step", "neg", "add", "mul"])
+def test_elementwise_on_permuted_views(op, n_threads):
+    rng = _rng("views", op)
+    a = rng.uniform(-1, 1, (3, 4, 5, 6)).astype(np.float32)
+    b = rng.uniform(-1, 1, (3, 5, 4, 6)).astype(np.float32)
+    g = _Graph(n_threads)
+    ta = lib.ggml_permute(g.ctx.ptr, g.leaf(a), 0, 2, 1, 3)        # numpy a.transpose(0, 2, 1, 3): rows stay contiguous
+    if op in ("add", "mul"):
+        got = g.compute(getattr(lib, f"ggml_{op}")(g.ctx.ptr, ta, g.leaf(b)))
+        ref = {"add": np.add, "mul": np.multiply}[op](a.transpose(0, 2, 1, 3), b)
+    else:
+        got = g.compute(getattr(lib, f"ggml_{op}")(g.ctx.ptr, ta))
+        at = a.transpose(0, 2, 1, 3)
+        ref = {"relu": np.maximum(at, np.float32(0)), "step": (at > 0).astype(np.float32), "neg": -at}[op]
+    np.testing.assert_array_equal(got.reshape(ref.shape), ref)
+
 # --- element-wise and row ops on every thread (vendor/patches/0015) ---------------------------------
 # ggml_get_n_tasks gave these one task; their kernels split rows by thread (unary_op, binary_op, SCALE)
 # or now do (SUM_ROWS, REPEAT). Shapes: fewer rows than threads, a row count that does not divide by
@@ -471,7 +540,8 @@ def test_binary_broadcast(a_shape, b_shape, op, n_threads):
 # row, whichever thread computes it) and numpy's: exactly where the op is one IEEE operation or
 # rounding-free, else within a few ulps of a float64 reference (libm's expf, tanhf, ... vs numpy's).
 
-ELEMENTWISE_SHAPES = [(1,), (3, 7), (2, 5, 33), (3, 1, 4, 5)]
+# (3, 41, 113): 13,899 elements, more than one 4096-element block per thread (vendor/patches/0024)
+ELEMENTWISE_SHAPES = [(1,), (3, 7), (2, 5, 33), (3, 1, 4, 5), (3, 41, 113)]
 
 
 def _round_half_away(x):

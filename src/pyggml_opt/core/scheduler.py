@@ -11,7 +11,7 @@ GRAPH_SIZE = 16384
 class Scheduler(Handle):
     """Owns a ``ggml_backend_sched_t`` over ``backends`` (in priority order).
 
-    The CPU backend must come last: ops a device lacks (CUDA: IM2COL_BACK, POOL_2D_BACK; Metal:
+    The CPU backend must come last: ops a device lacks (CUDA: CONV_2D's backward passes, POOL_2D_BACK; Metal:
     cross-entropy, OUT_PROD) fall back to it. The scheduler keeps its backends alive.
     """
 

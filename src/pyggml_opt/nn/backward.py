@@ -5,12 +5,12 @@ from __future__ import annotations
 from .._lib import CData, c_str, ffi, lib
 
 # ggml ops with a backward pass (ggml.c, ggml_compute_backward at 0.15.3; CONCAT by vendor patch 0013,
-# the unary SIGMOID and TANH by 0016, NORM by 0020, the unary GELU by 0022).
+# the unary SIGMOID and TANH by 0016, NORM by 0020, the unary GELU by 0022, CONV_2D by 0023).
 BACKWARD_OPS = {
     "NONE", "DUP", "ADD", "ADD1", "ACC", "SUB", "MUL", "DIV", "SQR", "SQRT", "LOG", "SIN", "COS", "SUM",
     "SUM_ROWS", "MEAN", "REPEAT", "REPEAT_BACK", "CONCAT", "NORM", "RMS_NORM", "MUL_MAT", "SCALE", "SET", "CPY", "CONT",
     "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "GET_ROWS", "DIAG_MASK_INF", "DIAG_MASK_ZERO", "SOFT_MAX",
-    "ROPE", "IM2COL", "POOL_2D", "CROSS_ENTROPY_LOSS",
+    "ROPE", "IM2COL", "CONV_2D", "POOL_2D", "CROSS_ENTROPY_LOSS",
 }
 BACKWARD_UNARY = {"ABS", "SGN", "NEG", "STEP", "RELU", "SILU", "EXP", "EXPM1", "SOFTPLUS", "SIGMOID", "TANH", "GELU"}
 BACKWARD_GLU = {"SWIGLU"}

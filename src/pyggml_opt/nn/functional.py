@@ -62,9 +62,9 @@ class FunctionModel(Network):
 
     def _summary_rows(self) -> list[SummaryRow]:
         # A row per group of parameters (the name up to its last ".": "fc1.weight" and "fc1.bias" make
-        # "fc1"), not per ggml node: ggml expands one op into several nodes (conv_2d is im2col, mul_mat,
-        # reshapes and a permute, with the batch merged into other axes), which would say more about
-        # ggml than about the model. A group's output is that of the last node reading its parameters.
+        # "fc1"), not per ggml node: ggml expands one op into several nodes (a linear layer is a mul_mat
+        # and an add, a multi-head attention dozens of reshapes and permutes), which would say more
+        # about ggml than about the model. A group's output is that of the last node reading its parameters.
         # The graph is built for two batch sizes: the axes that differ are the batch axis.
         small, large = self._group_outputs(2), self._group_outputs(3)
         groups: dict[str, list[str]] = {}

@@ -122,13 +122,17 @@ class ForwardGraph:
 
     def flop(self) -> int:
         """An estimate of the floating-point operations of one evaluation: 2 per multiply-add of every
-        matrix product (convolutions are products after im2col) and 1 per element of every other node."""
+        matrix product and convolution and 1 per element of every other node."""
         ctx = self.ctx_compute.ptr
         total = 0
         t = lib.ggml_get_first_tensor(ctx)
         while t != ffi.NULL:
             n = lib.ggml_nelements(t)
-            total += 2 * t.src[0].ne[0] * n if t.op == lib.GGML_OP_MUL_MAT else n
+            if t.op == lib.GGML_OP_MUL_MAT:
+                n *= 2 * t.src[0].ne[0]
+            elif t.op == lib.GGML_OP_CONV_2D:     # src[0]: the kernel (kw, kh, c_in, c_out)
+                n *= 2 * t.src[0].ne[0] * t.src[0].ne[1] * t.src[0].ne[2]
+            total += n
             t = lib.ggml_get_next_tensor(ctx, t)
         return total
 

@@ -13,8 +13,9 @@ from .tensor import Tensor, check_tensor, cont, graph_context, wrap
 
 def conv_2d(x: Tensor, kernel: Tensor, stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
             dilation: int | Sequence[int] = 1) -> Tensor:
-    """2-D convolution (im2col + mul_mat, differentiable): x (n, c_in, h, w), kernel
-    (c_out, c_in, kh, kw) -> (n, c_out, h_out, w_out)."""
+    """2-D convolution, differentiable: x (n, c_in, h, w), kernel (c_out, c_in, kh, kw) -> (n, c_out,
+    h_out, w_out). One CONV_2D node (ggml_conv_2d_direct): on the CPU im2col in blocks that stay in
+    cache, no im2col tensor of the whole batch and no permutation of the result (vendor patch 0023)."""
     check_tensor("x", x)
     check_tensor("kernel", kernel)
     sh, sw = check_pair("stride", stride)
@@ -27,7 +28,9 @@ def conv_2d(x: Tensor, kernel: Tensor, stride: int | Sequence[int] = 1, padding:
     oh, ow = conv2d_output_hw((xs[1], xs[0]), (ks[1], ks[0]), (sh, sw), (ph, pw), (dh, dw))
     if oh < 1 or ow < 1:
         raise ValueError(f"conv_2d: kernel {kernel.shape[-2:]} does not fit input {x.shape[-2:]} with padding {(ph, pw)}")
-    return wrap(lib.ggml_conv_2d(graph_context(x, kernel).ptr, kernel.ptr, x.ptr, sw, sh, pw, ph, dw, dh), x, kernel, ndim=4)
+    src = kernel if lib.ggml_is_contiguous(kernel.ptr) else cont(kernel)
+    return wrap(lib.ggml_conv_2d_direct(graph_context(x, src).ptr, src.ptr, x.ptr, sw, sh, pw, ph, dw, dh), x, src,
+                ndim=4)
 
 
 def conv_1d(x: Tensor, kernel: Tensor, stride: int = 1, padding: int = 0, dilation: int = 1) -> Tensor:
