@@ -21,9 +21,23 @@ The GFLOP/s are also printed as a percentage of the machine's f32 GEMM peak meas
 same run with the same threads (machine.sgemm_peak: the best of 5 products of 2048 x 2048 matrices by ggml's
 MUL_MAT and by PyTorch's torch.mm, alternated; the peak is the larger of the two, both are printed).
 
+Memory (on by default, ``--no-memory`` leaves it out; ~10 s for fc, ~40 s for cnn on 2 cores): after the timed
+runs of a model, --memory-epochs (1) epochs of training again, each framework in a fresh subprocess of its own
+(``compare_torch.py --memory-worker pgo|torch``), so that neither's allocations hide the other's. In it the
+data is loaded, then gc.collect() + malloc_trim(0) and the RSS baseline, the high-water mark (VmHWM, what
+ru_maxrss reads) is reset (/proc/self/clear_refs), and pyggml_opt's ``model.fit`` (as the timed run, the model
+built inside fit) or PyTorch's TorchTrainer (model and optimizer made, then its epochs; torch.optim's one-time
+import of torch._dynamo, ~70 MB, is done before the baseline, as ``import torch`` is) runs. Printed per
+model: "peak RSS growth of fit: pyggml_opt X MB vs PyTorch Y MB" (VmHWM - baseline), what stays after it
+("kept", after gc.collect() + malloc_trim(0)), and the RSS and peak at stages of the first epoch (pyggml_opt:
+after fit's setup, after the first physical batch, after the last one, after validation; with the size of
+fit's dataset copy, of the training graph's compute buffer and of validation's), the same as gpt_compare.py
+measures the GPT's memory (machine.py's helpers).
+
     pip install torch==2.13.0            # optional benchmark dependency (the CPU build on these machines)
     python benchmarks/compare_torch.py                   # both models, 4 epochs each, ~5 min idle
     python benchmarks/compare_torch.py --models fc --epochs 30 --json fc30.json   # accuracy too
+    python benchmarks/compare_torch.py --epochs 1 --warmup 0 --no-cpp   # quick: 1 timed epoch, then memory
 
 ``--model gpt`` (or ``--models gpt``) compares a small GPT instead (pyggml_opt.models.gpt, context 64, dim
 128, 4 layers, 4 heads, on Debian's fortunes as characters), trained by pyggml_opt and by PyTorch from the
@@ -44,6 +58,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,7 +70,8 @@ import pyggml_opt as pgo
 from pyggml_opt import data
 
 from bench_fit import cpp_threads, find_tool, python_cpu_lib, run_cpp
-from machine import cpu_name, describe_peak, sgemm_peak
+from machine import (cpu_name, describe_peak, fit_buffer_mb, peak_mb, reset_peak, rss_parts_mb, ru_maxrss_mb,
+                     sched_buffer_mb, sgemm_peak, trimmed_rss_mb)
 
 BATCH, PHYSICAL, VAL_SPLIT, LR = 1000, 500, 0.05, 1e-3
 ARCH = {"fc": "mnist-fc", "cnn": "mnist-cnn"}
@@ -86,12 +102,17 @@ def run_pgo(model: str, train, test, epochs: int, n_threads: int,
     """pyggml_opt's fit; ``after_epoch()`` runs after each epoch, outside the epoch's timing."""
     net = pgo_model(model)
     callbacks = [pgo.LambdaCallback(on_epoch_end=lambda *_: after_epoch())] if after_epoch else []
-    h = net.fit(*train, epochs=epochs, batch_size=BATCH, physical_batch_size=PHYSICAL,
-                validation_split=VAL_SPLIT, optimizer=pgo.AdamW(lr=LR), seed=0, n_threads=n_threads,
-                verbose=0, callbacks=callbacks)
+    h = pgo_fit(net, train, epochs, n_threads, callbacks)
     _, acc = net.evaluate(*test, n_threads=n_threads)
     net.close()
     return list(h["time"]), acc
+
+
+def pgo_fit(net: pgo.Sequential, train, epochs: int, n_threads: int, callbacks=()) -> pgo.History:
+    """The benchmark's ``fit`` call (ggml's examples/mnist hyperparameters)."""
+    return net.fit(*train, epochs=epochs, batch_size=BATCH, physical_batch_size=PHYSICAL,
+                   validation_split=VAL_SPLIT, optimizer=pgo.AdamW(lr=LR), seed=0, n_threads=n_threads,
+                   verbose=0, callbacks=list(callbacks))
 
 
 def torch_model(torch, model: str):
@@ -120,6 +141,7 @@ class TorchTrainer:
         self.loss_fn = torch.nn.CrossEntropyLoss()
         self.gen = torch.Generator().manual_seed(0)
         self.times: list[float] = []
+        self.on_step = None   # called with the step's index after each optimizer step (the memory probe's)
 
     def epoch(self) -> None:
         t0 = time.perf_counter()
@@ -131,6 +153,8 @@ class TorchTrainer:
                 idx = perm[p:p + PHYSICAL]
                 (self.loss_fn(self.net(self.x[idx]), self.y[idx]) * (PHYSICAL / BATCH)).backward()
             self.opt.step()
+            if self.on_step is not None:
+                self.on_step(b // BATCH)
         self.evaluate(self.x[self.n_train:], self.y[self.n_train:])
         self.times.append(time.perf_counter() - t0)
 
@@ -146,6 +170,166 @@ class TorchTrainer:
         return self.evaluate(self.torch.from_numpy(test[0]), self.torch.from_numpy(test[1].astype(np.int64)))
 
 
+# -------------------------------------------------------------------------------------------- memory
+
+STAGES = ("setup", "step 1", "training", "validation")   # of the first epoch, in this order
+STAGE_NAMES = {"pyggml_opt": ("fit's setup", "1st physical batch", "last batch", "validation"),
+               "PyTorch": ("model + optimizer", "1st step", "last step", "validation")}
+
+
+def _stage() -> dict:
+    """RSS (and its anonymous and file-backed parts) and the high-water mark now, MB."""
+    parts = rss_parts_mb()
+    return {"rss_mb": parts["rss"], "anon_mb": parts["anon"], "file_mb": parts["file"], "peak_mb": peak_mb()}
+
+
+def _validation_buffers_mb(net) -> dict | None:
+    """Compute buffers of fit's validation: the session's scheduler (a batch size's first forward, on
+    ggml-opt's allocation-based graphs) and the forward graphs cached per batch size (its later ones)."""
+    try:
+        from pyggml_opt.training.session import SESSION
+        s = net.attachment(SESSION)
+        return {"session_scheduler": sched_buffer_mb(s.scheduler),
+                "forward_cache": sum(sched_buffer_mb(g.scheduler) or 0.0 for g in s.forwards._graphs.values())}
+    except Exception:  # noqa: BLE001 - informational only
+        return None
+
+
+class PgoMemoryProbe(pgo.Callback):
+    """RSS and its peak at the stages of fit's first epoch, and the sizes of what fit allocated."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, dict] = {}
+        self.sizes: dict[str, object] = {}
+
+    def on_train_begin(self, model) -> None:
+        # the samples written into fit's ggml dataset, the training graph built, ggml_opt_init's buffers
+        self.stages["setup"] = _stage()
+        try:
+            ds = self.trainer.train.dataset
+            self.sizes["dataset_mb"] = (ds.data.nbytes + (ds.labels.nbytes if ds.labels is not None else 0)) / 2 ** 20
+        except Exception:  # noqa: BLE001 - informational only
+            self.sizes["dataset_mb"] = None
+        self.sizes["params_mb"] = sum(int(w.nbytes) for w in model.get_weights().values()) / 2 ** 20
+
+    def on_batch_end(self, model, batch, logs) -> None:
+        if "validation" in self.stages:
+            return
+        if batch == 0:
+            self.stages["step 1"] = _stage()
+            self.sizes["train_buffer_mb"] = fit_buffer_mb(self.trainer)
+        if batch == self.trainer.n_phys - 1:
+            self.stages["training"] = _stage()
+
+    def on_epoch_end(self, model, epoch, logs) -> None:
+        if "validation" not in self.stages:
+            self.stages["validation"] = _stage()
+            self.sizes["validation_buffers_mb"] = _validation_buffers_mb(model)
+
+
+def memory_worker(argv: list[str]) -> None:
+    """``compare_torch.py --memory-worker pgo|torch --model fc|cnn ...``: one framework's memory run in a
+    process of its own (main starts it): load the data, take the baseline, train, write the JSON."""
+    ap = argparse.ArgumentParser(prog="compare_torch.py --memory-worker")
+    ap.add_argument("framework", choices=("pgo", "torch"))
+    ap.add_argument("--model", choices=tuple(ARCH), required=True)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--data", default=None)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    torch = None
+    if a.framework == "torch":
+        import torch
+        # torch.optim's first optimizer imports torch._dynamo and with it ~800 modules (sympy, mpmath, ...:
+        # ~70 MB of Python objects, once per process): here, before the baseline, as `import torch` is
+        torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
+    train, _ = data.load_fashion_mnist(a.data, flatten=True)
+    sizes: dict = {}
+    rss0 = trimmed_rss_mb()
+    base = rss_parts_mb()
+    reset = reset_peak()
+    t0 = time.perf_counter()
+    if torch is None:
+        probe = PgoMemoryProbe()
+        net = pgo_model(a.model)
+        pgo_fit(net, train, a.epochs, a.threads, [probe])
+        stages, sizes = probe.stages, probe.sizes
+    else:
+        trainer = TorchTrainer(torch, a.model, train, a.threads)
+        stages = {"setup": _stage()}
+        last = trainer.n_train // BATCH - 1
+
+        def on_step(i: int) -> None:
+            if "validation" in stages:
+                return
+            if i == 0:
+                stages["step 1"] = _stage()
+            if i == last:
+                stages["training"] = _stage()
+
+        trainer.on_step = on_step
+        for _ in range(a.epochs):
+            trainer.epoch()
+            stages.setdefault("validation", _stage())
+        sizes["params_mb"] = sum(p.numel() * p.element_size() for p in trainer.net.parameters()) / 2 ** 20
+    seconds = time.perf_counter() - t0
+    peak = peak_mb()
+    rss1 = trimmed_rss_mb()
+    stages["after"] = {**_stage(), "peak_mb": peak}   # trimmed; the peak is the whole run's
+    res = {"framework": a.framework, "model": a.model, "epochs": a.epochs, "threads": a.threads, "seconds": seconds,
+           "rss_before_mb": rss0, "peak_mb": peak, "peak_reset": reset, "rss_after_mb": rss1,
+           "ru_maxrss_mb": ru_maxrss_mb(), "peak_growth_mb": peak - rss0, "kept_mb": rss1 - rss0,
+           "anon_before_mb": base["anon"], "file_before_mb": base["file"], "stages": stages, "sizes": sizes}
+    if torch is not None:
+        res["version"] = torch.__version__
+    Path(a.out).write_text(json.dumps(res))
+
+
+def run_memory(framework: str, model: str, args, n_threads: int, tmp: Path) -> dict:
+    """One memory run (memory_worker) in a fresh subprocess; its JSON."""
+    out = tmp / f"memory-{framework}-{model}.json"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--memory-worker", framework, "--model", model,
+           "--epochs", str(args.memory_epochs), "--threads", str(n_threads), "--out", str(out)]
+    if args.data:
+        cmd += ["--data", args.data]
+    subprocess.run(cmd, check=True, cwd=Path(__file__).resolve().parent)
+    return json.loads(out.read_text())
+
+
+def print_memory(model: str, mem: dict) -> None:
+    """The memory rows of one model: the peak growth of each framework, then their first epoch by stage."""
+    pg, pt = mem.get("pyggml_opt"), mem.get("PyTorch")
+    epochs = pg["epochs"]
+    row = f"pyggml_opt {pg['peak_growth_mb']:.1f} MB" + (f" vs PyTorch {pt['peak_growth_mb']:.1f} MB" if pt else "")
+    kept = f"{pg['kept_mb']:.1f}" + (f" / {pt['kept_mb']:.1f}" if pt else "")
+    print(f"{model:3} peak RSS growth of fit: {row} (kept after it: {kept} MB; {epochs} epoch"
+          f"{'s' if epochs > 1 else ''}, fresh processes)")
+    for name, r in mem.items():
+        if not r["peak_reset"]:
+            print(f"{model:3}   note: {name}'s high-water mark could not be reset: its peak includes the data loading")
+        base, st = r["rss_before_mb"], r["stages"]
+        parts = [f"{label} {st[key]['rss_mb'] - base:+.1f}/{st[key]['peak_mb'] - base:+.1f}"
+                 for key, label in zip(STAGES, STAGE_NAMES[name]) if key in st]
+        print(f"{model:3}   {name:10} MB over the baseline, RSS/peak after: " + ", ".join(parts))
+        if "validation" in st:
+            v = st["validation"]
+            print(f"{model:3}   {'':10} RSS after epoch 1's validation: anonymous {v['anon_mb'] - r['anon_before_mb']:+.1f}, "
+                  f"file-backed (library pages) {v['file_mb'] - r['file_before_mb']:+.1f} MB")
+        z = r["sizes"]
+        extra = [f"parameters {z['params_mb']:.2f}"] if z.get("params_mb") is not None else []
+        if z.get("dataset_mb") is not None:
+            extra.append(f"fit's dataset copy {z['dataset_mb']:.1f}")
+        if z.get("train_buffer_mb") is not None:
+            extra.append(f"training graph's compute buffer {z['train_buffer_mb']:.1f}")
+        v = z.get("validation_buffers_mb")
+        if v:
+            extra.append(f"validation's compute buffers {v['session_scheduler'] or 0:.1f} (first batch) + "
+                         f"{v['forward_cache']:.1f} (cached graph)")
+        if extra:
+            print(f"{model:3}   {'':10} sizes (MB): " + ", ".join(extra))
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", "--model", default="fc,cnn",
@@ -159,6 +343,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-cpp", action="store_true", help="leave out ggml's C++ mnist-train")
     ap.add_argument("--no-torch", action="store_true", help="leave out PyTorch")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True,
+                    help="after each model's timed runs, measure the peak RSS growth of training, each framework "
+                         "in a fresh subprocess (default on; --no-memory leaves it out)")
+    ap.add_argument("--memory-epochs", type=int, default=1, help="epochs of the memory runs (default 1)")
     gpt = ap.add_argument_group("--model gpt")
     gpt.add_argument("--steps", type=int, default=300, help="optimizer steps of batch 32 per framework (default 300)")
     gpt.add_argument("--warmup-steps", type=int, default=5, help="first steps left out of the timing (default 5)")
@@ -177,6 +365,8 @@ def main(argv=None) -> dict:
         ap.error(f"--models takes a comma-separated subset of {sorted((*ARCH, 'gpt'))}")
     if args.epochs <= args.warmup:
         ap.error("--epochs must be larger than --warmup")
+    if args.memory_epochs < 1:
+        ap.error("--memory-epochs must be at least 1")
     if "gpt" in models:
         results = {}
         if len(models) > 1:
@@ -241,8 +431,15 @@ def main(argv=None) -> dict:
                 if name != "pyggml_opt":
                     res[name]["ratio_vs_pyggml_opt"] = res[name]["median_s"] / base
                     print(f"{model:3} ratio {name} time / pyggml_opt time: {res[name]['median_s'] / base:.2f}")
-            print(f"{model:3} ({gflop:.1f} GFLOP per epoch)\n")
             results["models"][model] = {"gflop_per_epoch": gflop, **res}
+            if args.memory:
+                mem = {"pyggml_opt": run_memory("pgo", model, args, n_threads, Path(tmp))}
+                if torch is not None:
+                    mem["PyTorch"] = run_memory("torch", model, args, n_threads, Path(tmp))
+                print_memory(model, mem)
+                results["models"][model]["memory"] = {
+                    "peak_growth_mb": {name: r["peak_growth_mb"] for name, r in mem.items()}, "runs": mem}
+            print(f"{model:3} ({gflop:.1f} GFLOP per epoch)\n")
     load_after = os.getloadavg()
     results["load_after"] = load_after
     print(f"load average after: {load_after[0]:.2f}")
@@ -281,4 +478,7 @@ def run_gpt(args) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--memory-worker"]:
+        memory_worker(sys.argv[2:])
+    else:
+        main()

@@ -27,11 +27,8 @@ forward GEMM once and twice in the backward pass (input gradient + weight gradie
 from __future__ import annotations
 
 import argparse
-import ctypes
-import gc
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -40,6 +37,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from machine import fit_buffer_mb, peak_mb, reset_peak, ru_maxrss_mb, trimmed_rss_mb
 
 HERE = Path(__file__).resolve().parent
 CONTEXT, DIM, N_LAYERS, N_HEADS = 64, 128, 4, 4
@@ -95,46 +94,6 @@ def val_loss(logits_of, xv: np.ndarray, yv: np.ndarray, chunk: int = 256) -> flo
         t, c = cross_entropy(logits_of(xv[s:s + chunk]), yv[s:s + chunk])
         total, count = total + t, count + c
     return total / count
-
-
-# -------------------------------------------------------------------------------------------- memory
-
-def _status_kb(key: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def trimmed_rss_mb() -> float:
-    """RSS after gc.collect() and malloc_trim(0)."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-    kb = _status_kb("VmRSS")
-    return kb / 1024 if kb is not None else float("nan")
-
-
-def reset_peak() -> bool:
-    """Reset this process's RSS high-water mark (VmHWM, which getrusage's ru_maxrss reads) to the
-    current RSS: writing 5 to /proc/self/clear_refs (Linux >= 4.0)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_mb() -> float:
-    kb = _status_kb("VmHWM")
-    return kb / 1024 if kb is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 # ------------------------------------------------------------------------------------------ PyTorch
@@ -221,7 +180,7 @@ def train_pgo(d: dict, steps: int, threads: int) -> dict:
             stamps.append(time.perf_counter())
             if batch == 0:
                 first_loss.append(float(logs["loss"]))
-                buffer_mb.append(_sched_buffer_mb(self.trainer))
+                buffer_mb.append(fit_buffer_mb(self.trainer))
 
     rss0 = trimmed_rss_mb()
     reset = reset_peak()
@@ -234,20 +193,9 @@ def train_pgo(d: dict, steps: int, threads: int) -> dict:
     vl = val_loss(lambda xb: model.predict(xb, logits=True, batch_size=len(xb), n_threads=threads), xv, yv)
     return {"t0": t0, "stamps": stamps, "first_loss": first_loss[0], "val_loss": vl, "rss_before_mb": rss0,
             "peak_mb": peak, "peak_reset": reset, "rss_after_mb": rss1,
-            "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "ru_maxrss_mb": ru_maxrss_mb(),
             "threads": threads, "library": python_cpu_lib(), "version": getattr(pgo, "__version__", "?"),
             "compute_buffer_mb": buffer_mb[0]}
-
-
-def _sched_buffer_mb(trainer) -> float | None:
-    """The training graph's compute buffer (ggml_backend_sched_get_buffer_size of fit's scheduler,
-    reached through the fit loop's TrainingSession); None if this version of pyggml_opt hides it."""
-    try:
-        from pyggml_opt._lib import lib
-        sched = trainer.train.scheduler
-        return sum(lib.ggml_backend_sched_get_buffer_size(sched.ptr, b.ptr) for b in sched.backends) / 2 ** 20
-    except Exception:  # noqa: BLE001 - informational only
-        return None
 
 
 def train_torch(d: dict, steps: int, threads: int, attention: str) -> dict:
@@ -286,7 +234,7 @@ def train_torch(d: dict, steps: int, threads: int, attention: str) -> dict:
     vl = val_loss(logits_of, xv, yv)
     return {"t0": t0, "stamps": stamps, "first_loss": first_loss[0], "val_loss": vl, "rss_before_mb": rss0,
             "peak_mb": peak, "peak_reset": reset, "rss_after_mb": rss1,
-            "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "ru_maxrss_mb": ru_maxrss_mb(),
             "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
             "library": _torch_parallel(torch),
             "version": torch.__version__, "attention": attention}

@@ -46,6 +46,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import gpt_compare as G
+from machine import fit_buffer_mb
 import numpy as np
 
 EMPTY_OPS = ("NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE")
@@ -254,7 +255,7 @@ def profile_pgo(d: dict, warmup: int, plain: int, steps: int, threads: int) -> d
             if batch == warmup + plain - 1:       # instrument the steps after this one
                 train = self.trainer.train        # fit's TrainingSession (training/session.py)
                 self.sched = train.scheduler.ptr
-                st["buffer_mb"] = G._sched_buffer_mb(self.trainer)
+                st["buffer_mb"] = fit_buffer_mb(self.trainer)
                 lib.ggml_backend_sched_set_eval_callback(self.sched, eval_cb, ffi.NULL)
 
         def on_train_end(self, _model):

@@ -1,7 +1,13 @@
-"""What the benchmarks print about the machine they ran on: the CPU's name and its measured f32 GEMM peak."""
+"""What the benchmarks print about the machine they ran on: the CPU's name and its measured f32 GEMM peak;
+and how they measure a process's resident memory (compare_torch.py's fc / cnn and gpt_compare.py's
+workers: RSS after gc.collect() + malloc_trim(0) as the baseline, the high-water mark VmHWM reset just
+before the measured work, and the size of a ggml backend scheduler's compute buffers)."""
 from __future__ import annotations
 
+import ctypes
+import gc
 import platform
+import resource
 import time
 
 GEMM_N = 2048       # sgemm_peak's matrices: GEMM_N x GEMM_N, f32
@@ -18,6 +24,90 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+def _status_kb(key: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def rss_mb() -> float:
+    """This process's resident memory now (VmRSS), as it is."""
+    kb = _status_kb("VmRSS")
+    return kb / 1024 if kb is not None else float("nan")
+
+
+def rss_parts_mb() -> dict[str, float]:
+    """VmRSS now and its parts, MB: "anon" (RssAnon: heap, numpy and ggml buffers, thread stacks) and
+    "file" (RssFile: pages of mapped files, the libraries' code and data touched so far); NaN if unknown."""
+    want = {"VmRSS": "rss", "RssAnon": "anon", "RssFile": "file"}
+    out = dict.fromkeys(want.values(), float("nan"))
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key = line.split(":", 1)[0]
+                if key in want:
+                    out[want[key]] = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return out
+
+
+def trimmed_rss_mb() -> float:
+    """RSS after gc.collect() and malloc_trim(0)."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    return rss_mb()
+
+
+def reset_peak() -> bool:
+    """Reset this process's RSS high-water mark (VmHWM, which getrusage's ru_maxrss reads) to the
+    current RSS: writing 5 to /proc/self/clear_refs (Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_mb() -> float:
+    """This process's RSS high-water mark (VmHWM; since reset_peak if that succeeded)."""
+    kb = _status_kb("VmHWM")
+    return kb / 1024 if kb is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def ru_maxrss_mb() -> float:
+    """getrusage's ru_maxrss (not reset by reset_peak; a child's includes its parent's peak before exec)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def sched_buffer_mb(scheduler) -> float | None:
+    """The compute buffers of a pyggml_opt ``Scheduler`` (ggml_backend_sched_get_buffer_size over its
+    backends), in MB; None if this version of pyggml_opt hides them."""
+    try:
+        from pyggml_opt._lib import lib
+        return sum(lib.ggml_backend_sched_get_buffer_size(scheduler.ptr, b.ptr) for b in scheduler.backends) / 2 ** 20
+    except Exception:  # noqa: BLE001 - informational only
+        return None
+
+
+def fit_buffer_mb(trainer) -> float | None:
+    """The training graph's compute buffer: sched_buffer_mb of fit's scheduler, reached through the fit
+    loop's TrainingSession (a Callback's ``trainer``); None if this version of pyggml_opt hides it."""
+    try:
+        return sched_buffer_mb(trainer.train.scheduler)
+    except Exception:  # noqa: BLE001 - informational only
+        return None
 
 
 class GgmlOp:
