@@ -114,6 +114,31 @@ def test_float64_and_int_input_accepted(data):
     assert c.predict(x.astype(np.float64)).dtype == np.float32
 
 
+def test_x_read_in_place_or_copied_trains_alike(data):
+    """A C-contiguous float32 x is trained on in place (fit makes no copy of the samples, whatever the
+    array's alignment); other layouts and dtypes are copied once. All train bit-identically, and fit
+    never writes into x."""
+    x, y = data[0][:96], data[1][:96]
+    raw = np.zeros(x.nbytes + 4, np.uint8)
+    misaligned = np.frombuffer(raw.data, np.float32, x.size, offset=4).reshape(x.shape)  # 4 bytes past 32
+    misaligned[...] = x
+    before = x.copy()
+    results = []
+    for arr, in_place in [(x, True), (misaligned, True), (np.asfortranarray(x), False),
+                          (x.astype(np.float64), False)]:
+        shared = []
+        probe = pgo.LambdaCallback(on_epoch_end=lambda m, e, logs: shared.append(
+            np.shares_memory(probe.trainer.train.x, arr)))
+        model = mlp()
+        h = model.fit(arr, y, epochs=2, batch_size=16, validation_split=0.25, seed=2, callbacks=[probe], **FAST)
+        assert shared == [in_place] * 2
+        results.append((model.get_weights(), h["loss"]))
+    for other in results[1:]:
+        assert same_weights(results[0][0], other[0])
+        assert results[0][1] == other[1]
+    np.testing.assert_array_equal(x, before)
+
+
 def test_array_like_input(data):
     x, y = data
     model = mlp()

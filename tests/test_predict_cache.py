@@ -50,6 +50,22 @@ def test_repeated_calls_and_batch_sizes():
     np.testing.assert_allclose(m.predict(X, batch_size=1, n_threads=1), a, rtol=1e-5, atol=1e-6)
 
 
+def test_several_full_batches_use_only_the_cached_graph():
+    """A call with two or more full batches caches their size at once and runs every one of them on that
+    graph: no allocation-based graph, whose compute buffer would stay beside the cached one (fit's
+    validation every epoch). A lone batch of a new size still runs allocation-based."""
+    m = mlp()
+    m.fit(X, Y, epochs=1, batch_size=16, physical_batch_size=8, validation_split=0.4, **FAST)  # 28: 8, 8, 8, 4
+    s = m.attachment(SESSION)
+    assert s.inference is not None and cached_sizes(m) == 1     # the remainder of 4 ran allocation-based
+    s.inference.close()
+    s.inference = None
+    np.testing.assert_array_equal(m.predict(X[:20], batch_size=10, n_threads=1), fresh(m).predict(X[:20], n_threads=1))
+    assert s.inference is None and cached_sizes(m) == 2
+    m.predict(X[:5], batch_size=10, n_threads=1)
+    assert s.inference is not None
+
+
 def test_cached_graph_sees_new_weights_after_fit():
     m = mlp()
     before = m.predict(X, batch_size=32, n_threads=1)

@@ -1,4 +1,5 @@
 """Owning objects: one Python object per ggml C handle (see handle.py for the rules)."""
+from .array_buffer import ArrayBuffer
 from .backend import Backend, Buffer, Device, default_n_threads, devices, find_device
 from .context import Context
 from .dataset import Dataset
@@ -8,6 +9,6 @@ from .opt_context import LOSS_TYPES, OptContext, loss_type
 from .result import Result
 from .scheduler import GRAPH_SIZE, Scheduler
 
-__all__ = ["Backend", "Buffer", "ClosedError", "Context", "Dataset", "Device", "GGUFFile", "GRAPH_SIZE", "Handle",
+__all__ = ["ArrayBuffer", "Backend", "Buffer", "ClosedError", "Context", "Dataset", "Device", "GGUFFile", "GRAPH_SIZE", "Handle",
            "LOSS_TYPES", "OptContext", "loss_type", "Result", "Scheduler", "default_n_threads", "devices",
            "find_device"]

@@ -15,6 +15,9 @@ from ..saving.model_file import CUSTOM_LOSS
 from .losses import OWN_LOSSES, WEIGHTED_LOSSES, Loss
 
 
+_CHECK_BLOCK = 1 << 18   # elements per block of check_x's scans (1 MB as float32)
+
+
 def as_number_array(name: str, x: ArrayLike | None) -> np.ndarray:
     """``x`` as a numpy array of numbers (bool, int, unsigned or float)."""
     if x is None:
@@ -53,11 +56,17 @@ def check_x(model: Network, x: ArrayLike, name: str = "x") -> np.ndarray:
                              f"{model.input_shape[0]} (cut or pad them to {model.input_shape[0]}; "
                              "data.sliding_windows makes windows of a fixed length)")
         raise ValueError(f"{name} has samples of shape {tuple(arr.shape[1:])}, the model expects {model.input_shape}")
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or inf")
-    if arr.dtype.kind == "f" and arr.dtype.itemsize > 4 and np.abs(arr).max() > np.finfo(np.float32).max:
-        # ggml computes in float32: such values would become inf there and every weight NaN
-        raise ValueError(f"{name} contains values beyond float32's range (about ±3.4e38)")
+    if arr.dtype.kind == "f":
+        # in blocks of rows: a boolean or absolute copy of the whole array would be fit's largest
+        # allocation (it trains on x in place)
+        step = max(1, _CHECK_BLOCK // max(1, arr[0].size))
+        for i in range(0, arr.shape[0], step):
+            block = arr[i:i + step]
+            if not np.isfinite(block).all():
+                raise ValueError(f"{name} contains NaN or inf")
+            if arr.dtype.itemsize > 4 and np.abs(block).max(initial=0) > np.finfo(np.float32).max:
+                # ggml computes in float32: such values would become inf there and every weight NaN
+                raise ValueError(f"{name} contains values beyond float32's range (about ±3.4e38)")
     return arr
 
 

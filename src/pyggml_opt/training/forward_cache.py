@@ -11,9 +11,11 @@ or mnist-cnn at batch 1 or 2) runs on a CPU backend of one thread without a pool
 calling thread: waking the session's pool cost more than such a graph's work (mnist-fc at batch 1,
 2 idle cores: 44 us computed on the pool, 15 us of it compute; with both cores busy elsewhere a
 predict took 650 us on the pool, 47 us on one thread), and the pool's workers stay asleep. predict
-builds one for a batch size only when that size comes again (building a static graph costs several
-evaluations: a caller whose every call has a new number of samples keeps ggml-opt's allocation-based
-graphs, built per batch, as before).
+builds one for a batch size only when that size comes again, in the same call (its next batch) or in
+a later one (building a static graph costs several evaluations: a caller whose every call has a new
+number of samples keeps ggml-opt's allocation-based graphs, built per batch, as before). A call of
+several full batches runs them all on the cached graph: one compute buffer (fit's validation: the
+first batch on an allocation-based graph kept a second buffer of the size of the cached one).
 """
 from __future__ import annotations
 

@@ -79,9 +79,11 @@ def forward(network: Network, x: np.ndarray, batch_size: int, backend: str | Non
         for start in range(0, x.shape[0], batch_size):
             b = slice(start, start + batch_size)
             xb = x[b]
-            # a batch size that comes again (the next call's, the loop's next batch) runs on a graph
-            # cached for it; a StaticForward interrupted between alloc and eval closes itself
-            cached = s.forwards.get(network, store, xb.shape[0], first_use=False) if loss is None else None
+            # a batch size that comes again (this loop's next batch, or a later call's: the second
+            # use) runs on a graph cached for it, and only there (one compute buffer, not two); a
+            # StaticForward interrupted between alloc and eval closes itself
+            again = x.shape[0] - start >= 2 * xb.shape[0]
+            cached = s.forwards.get(network, store, xb.shape[0], first_use=again) if loss is None else None
             if cached is not None:
                 outputs.append(cached.run(xb))
                 continue

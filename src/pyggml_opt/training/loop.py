@@ -1,8 +1,9 @@
 """``fit``: numpy data in, ggml-opt training out.
 
 How ``fit`` drives ggml-opt:
-  1. x, y are checked (``checks``) and written once into a ``ggml_opt_dataset`` (float32; class ids
-     become one-hot rows). The last ``validation_split`` of the samples (before shuffling) are held out.
+  1. x, y are checked (``checks``); x is read in place where it is C-contiguous float32 (int32 token
+     ids), else copied once; class ids become one-hot label rows. The last ``validation_split`` of the
+     samples (before shuffling) are held out.
   2. The network's training graph is built once for the physical batch (``TrainingSession``):
      parameters in a backend buffer, the input in a static one; ``ggml_opt_init`` adds the loss,
      gradients and optimizer (opt_period = batch_size / physical_batch_size).
@@ -10,7 +11,7 @@ How ``fit`` drives ggml-opt:
      batches; the last, partial batch is filled up with samples from the start of that order (so no
      sample is dropped and the graph keeps one batch size). Per physical batch: ``ggml_opt_alloc`` ->
      the batch's row numbers into the graph's input (on the CPU the graph's first op, GET_ROWS,
-     gathers those rows from the dataset; a device gets the rows gathered on the host) and its labels
+     gathers those rows from x's memory; a device gets the rows gathered on the host) and its labels
      into the label tensor -> ``ggml_opt_eval`` (GIL released).
   4. After each epoch: the train loss (± uncertainty) from the ggml-opt result, and the metrics from it
      (its accuracy) or from the outputs of the epoch's training steps (``logs.HostMetrics``, where fit
@@ -67,7 +68,7 @@ class FitLoop:
         self.model, self.train, self.optimizer = model, train, optimizer
         self.epochs, self.physical, self.run, self.validation, self.loss = epochs, physical, run, validation, loss
         self.metrics, self.batch_means = metrics, batch_means
-        self.n_train, self.batch_size = train.dataset.ndata, batch_size
+        self.n_train, self.batch_size = train.x.shape[0], batch_size
         self.n_phys = -(-self.n_train // batch_size) * (batch_size // physical)
         self.rng, self.seed = np.random.default_rng(seed), seed
         self.callbacks = callbacks
@@ -118,16 +119,15 @@ class FitLoop:
         # Once per epoch rather than per batch: the row numbers as the in-graph gather reads them,
         # and small labels in batch order, so that each batch copies contiguous rows.
         rows = order.astype(np.int32) if train.gathers_in_graph else None
-        assert train.dataset.data is not None  # open while fit runs
         labels = None
         if train.weighted:  # always per epoch: the weights are divided by their sum over each step
-            assert train.dataset.labels is not None  # the weights ride in the label rows
-            labels = np.take(train.dataset.labels, order, axis=0)
+            assert train.labels is not None  # the weights ride in the label rows
+            labels = np.take(train.labels, order, axis=0)
             labels[:, -1] = step_weights(labels[:, -1], self.batch_size)
         elif train.y_writer is not None and train.labels_per_epoch and \
                 order.size * train.y_writer.buf.shape[1] * 4 <= EPOCH_LABELS_MAX_BYTES:
-            assert train.dataset.labels is not None  # a label tensor comes with label rows
-            labels = np.take(train.dataset.labels, order, axis=0)
+            assert train.labels is not None  # a label tensor comes with label rows
+            labels = np.take(train.labels, order, axis=0)
         train.result.reset()
         if self.host_metrics is not None:
             self.host_metrics.reset()
@@ -139,13 +139,13 @@ class FitLoop:
             if rows is not None:
                 train.x_writer.copy(rows[b])
             else:
-                train.x_writer.gather(train.dataset.data, order[b])
+                train.x_writer.gather(train.x, order[b])
             if labels is not None:
                 assert train.y_writer is not None  # labels come with a label tensor
                 train.y_writer.copy(labels[b])
             elif train.y_writer is not None:
-                assert train.dataset.labels is not None  # a label tensor comes with label rows
-                train.y_writer.gather(train.dataset.labels, order[b])
+                assert train.labels is not None  # a label tensor comes with label rows
+                train.y_writer.gather(train.labels, order[b])
             for key, writer in train.step_writers.items():
                 writer.copy(self.model.fill_step_input(key, masks, writer.buf.shape))
             train.opt_ctx.eval(train.result)
@@ -190,7 +190,9 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
         optimizer_state: OptimizerState | None = None, metrics: Metrics = None) -> History:
     """Train ``model`` on numpy data with ggml-opt.
 
-    x: (n, *input_shape) numbers (float64 and ints are converted to float32).
+    x: (n, *input_shape) numbers (float64 and ints are converted to float32). A C-contiguous float32
+       array (int32 token ids) is read in place, as torch.from_numpy shares it: no copy of the data
+       is made, so do not change x while fit runs.
     y: class ids (n,) or one-hot/probability rows (n, n_out) for ``loss="cross_entropy"``; float rows
        (n, n_out) for ``"mse"``, ``"mae"``, ``"huber"``, and in [0, 1] for ``"binary_cross_entropy"``
        (on logits, as PyTorch's BCEWithLogitsLoss); ignored for ``"mean"`` and ``"sum"`` (the model
@@ -229,8 +231,8 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
     resume_from: a checkpoint written by ``ModelCheckpoint``: weights, optimizer state and the epoch
        count are restored and training continues up to ``epochs`` in total, exactly as if it had not
        stopped (same data, seed and hyperparameters).
-    gather: how a batch gets into the graph. "graph": the training graph gathers its rows from the
-       dataset itself (GET_ROWS; host backends only) and the labels are put in batch order once per
+    gather: how a batch gets into the graph. "graph": the training graph gathers its rows from x's
+       memory itself (GET_ROWS; host backends only) and the labels are put in batch order once per
        epoch; "host": numpy gathers rows and labels per batch; "auto" (default): "graph" where the
        backend's memory is the host's. Both train bit-identically.
     sample_weight: (n,) weights >= 0, one per sample of x; class_weight: {class id: weight} for

@@ -1,6 +1,6 @@
 """Where a network runs: its ``Session`` (the scheduler of one backend, kept on the network between
 calls) and, while ``fit`` runs, a ``TrainingSession`` (the ggml-opt context, the training graph, the
-dataset and their buffers)."""
+training samples and their buffers)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -10,10 +10,9 @@ from typing import Iterator, Protocol
 import numpy as np
 
 from .._lib import CData, c_str, ffi, lib
-from ..core import Dataset, OptContext, Result, Scheduler, find_device
+from ..core import ArrayBuffer, OptContext, Result, Scheduler, find_device
 from ..core import tensor_data
 from ..nn import ForwardGraph, Network, ParamStore, Tensor, check_backward
-from ..nn.ops.tensor import INPUT_TYPES
 from ..saving import OptimizerState
 from .batching import BatchWriter
 from .forward_cache import ForwardCache
@@ -97,12 +96,16 @@ def exclusive_use(network: Network) -> Iterator[Network]:
 class TrainingSession:
     """Everything ``fit`` allocates for one run, freed together by ``close()``.
 
-    ``graph`` is the static training graph for one physical batch; on a host backend it gathers its
-    batch from ``dataset`` itself (its input is the batch's row numbers). ``scheduler`` is dedicated:
-    ggml-opt tracks which graph is allocated on it, and predict / evaluate called from a callback
-    must not disturb that."""
+    ``x`` holds the training samples, one row each (the user's array itself when it is C-contiguous
+    with the input's dtype, else the one copy); ``labels`` their label rows. ``graph`` is the static
+    training graph for one physical batch; on a host backend it gathers its batch from ``x`` itself,
+    in place (its input is the batch's row numbers; ``rows`` is the tensor over x's memory).
+    ``scheduler`` is dedicated: ggml-opt tracks which graph is allocated on it, and predict /
+    evaluate called from a callback must not disturb that."""
 
-    dataset: Dataset
+    x: np.ndarray
+    labels: np.ndarray | None
+    rows: ArrayBuffer | None
     graph: ForwardGraph
     scheduler: Scheduler
     opt_ctx: OptContext
@@ -119,35 +122,34 @@ class TrainingSession:
     def create(cls, network: Network, session: Session, x: np.ndarray, targets: np.ndarray | None, loss: Loss,
                optimizer: Optimizer, batch_size: int, physical: int, gather: str = "auto",
                weights: np.ndarray | None = None) -> "TrainingSession":
-        """Write the training samples into a ggml dataset (the one copy of the user's data), then build
-        the training graph and the ggml-opt context for ``physical`` samples per evaluation. ``gather``:
-        "graph", "host" or "auto" (see ``fit``). ``weights``: one per sample, for a weighted loss."""
+        """Build the training graph and the ggml-opt context for ``physical`` samples per evaluation
+        over the samples ``x``, read in place where they are C-contiguous with the input's dtype (else
+        copied once, as rows). ``gather``: "graph", "host" or "auto" (see ``fit``). ``weights``: one
+        per sample, for a weighted loss."""
         assert network.input_shape is not None and network.output_shape is not None  # built by fit
         n, ne_x = x.shape[0], int(np.prod(network.input_shape))
+        x = np.ascontiguousarray(x.reshape(n, ne_x), dtype=network.input_dtype)
         # a label row: the targets (one per output, or a token id per step for sequence outputs)
         n_out = targets.shape[1] if targets is not None else network.output_shape[0]
         weighted = weights is not None
         width = n_out + weighted
-        dataset = Dataset(ne_x, width if targets is not None else 0, n,
-                          data_type=INPUT_TYPES[network.input_dtype])
-        assert dataset.data is not None  # open
-        dataset.data[...] = x.reshape(n, ne_x)
-        if targets is not None:
-            assert dataset.labels is not None  # made with label rows for the targets
-            dataset.labels[:, :n_out] = targets
-        if weighted:
-            assert dataset.labels is not None  # weights come with targets
-            dataset.labels[:, n_out] = weights
+        label_rows = targets
+        if weighted:  # the weight rides in the label rows' last column
+            assert targets is not None  # weights come with targets
+            label_rows = np.empty((n, width), np.float32)
+            label_rows[:, :n_out] = targets
+            label_rows[:, n_out] = weights
         main = session.scheduler.main
         if gather == "graph" and not main.is_cpu:
-            raise ValueError(f"gather='graph' needs the CPU backend (the graph reads the dataset's host memory), "
+            raise ValueError(f"gather='graph' needs the CPU backend (the graph reads the samples' host memory), "
                              f"got {main.device_name}")
         in_graph = gather != "host" and main.is_cpu and n < 2**31  # row numbers are int32
+        rows = ArrayBuffer(x) if in_graph else None
         store = network.params_on(main)
         # sequence outputs (T, V): token ids become one-hot rows in the graph, through this table
         one_hot = {"one_hot": np.eye(network.output_shape[1], dtype=np.float32)} \
             if weighted and len(network.output_shape) == 2 and loss == "cross_entropy" else None
-        graph = ForwardGraph(network, store, physical, rows_of=dataset.data_tensor if in_graph else None,
+        graph = ForwardGraph(network, store, physical, rows_of=rows.tensor if rows is not None else None,
                              labels_width=width if weighted else None, training=True, constants=one_hot)
         outputs = graph.outputs
         if weighted:
@@ -158,14 +160,14 @@ class TrainingSession:
         scheduler = Scheduler(session.scheduler.backends)
         opt_ctx = OptContext(scheduler, loss if isinstance(loss, str) and not weighted else "sum", optimizer,
                              static=(graph.ctx_compute, graph.inputs, outputs),
-                             opt_period=batch_size // physical, keep_alive=(graph, dataset),
+                             opt_period=batch_size // physical, keep_alive=(graph, rows),
                              side_effects=graph.side_effects)
         if weighted:
             assert graph.labels is not None  # made for labels_width
             labels = graph.labels.ptr
         else:
             labels = opt_ctx.labels if targets is not None else None
-        return cls(dataset, graph, scheduler, opt_ctx, Result(),
+        return cls(x, label_rows, rows, graph, scheduler, opt_ctx, Result(),
                    BatchWriter(graph.inputs, (physical,) if in_graph else (physical, ne_x)),
                    BatchWriter(labels, (physical, width)) if labels is not None else None, in_graph,
                    gather != "host", weighted,
@@ -203,5 +205,6 @@ class TrainingSession:
         return lib.ggml_opt_grad_m(self.opt_ctx.ptr, t.ptr), lib.ggml_opt_grad_v(self.opt_ctx.ptr, t.ptr)
 
     def close(self) -> None:
-        for owner in (self.result, self.opt_ctx, self.scheduler, self.graph, self.dataset):
-            owner.close()
+        for owner in (self.result, self.opt_ctx, self.scheduler, self.graph, self.rows):
+            if owner is not None:
+                owner.close()
