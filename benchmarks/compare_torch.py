@@ -1,7 +1,9 @@
 """Training speed on the CPU: pyggml_opt's ``model.fit``, ggml's C++ ``mnist-train`` and PyTorch, same run.
 
 For each model, ggml's "mnist-fc" (784 -> 500 -> ReLU -> 10) and "mnist-cnn" (two 3x3 convolutions with
-8 and 16 channels, ReLU, 2x2 max pooling, dense to 10), trains on Fashion-MNIST with ggml's examples/mnist
+8 and 16 channels, ReLU, 2x2 max pooling, dense to 10), and on request "cnn-bn" (three 3x3 convolutions of
+8, 16 and 32 channels, each with BatchNorm2d and ReLU, 2x2 max pooling after the first two, dense to 10;
+no C++ twin), trains on Fashion-MNIST with ggml's examples/mnist
 hyperparameters: logical batch 1000 made of two physical batches of 500 (gradient accumulation), 5 %
 validation evaluated every epoch, AdamW (lr 1e-3, betas 0.9 / 0.999, eps 1e-8, no weight decay), the
 same number of threads everywhere. PyTorch runs the same model with the same batches, accumulation,
@@ -31,7 +33,8 @@ import of torch._dynamo, ~70 MB, is done before the baseline, as ``import torch`
 model: "peak RSS growth of fit: pyggml_opt X MB vs PyTorch Y MB" (VmHWM - baseline), what stays after it
 ("kept", after gc.collect() + malloc_trim(0)), and the RSS and peak at stages of the first epoch (pyggml_opt:
 after fit's setup, after the first physical batch, after the last one, after validation; with the size of
-fit's dataset copy, of the training graph's compute buffer and of validation's), the same as gpt_compare.py
+fit's copy of the samples (0 where it trains on x in place) and of its label rows, of the training graph's
+compute buffer and of validation's), the same as gpt_compare.py
 measures the GPT's memory (machine.py's helpers).
 
     pip install torch==2.13.0            # optional benchmark dependency (the CPU build on these machines)
@@ -74,7 +77,11 @@ from machine import (cpu_name, describe_peak, fit_buffer_mb, peak_mb, reset_peak
                      sched_buffer_mb, sgemm_peak, trimmed_rss_mb)
 
 BATCH, PHYSICAL, VAL_SPLIT, LR = 1000, 500, 0.05, 1e-3
-ARCH = {"fc": "mnist-fc", "cnn": "mnist-cnn"}
+# the models and their twin in ggml's C++ mnist-train, where it has one
+ARCH = {"fc": "mnist-fc", "cnn": "mnist-cnn", "cnn-bn": None}
+# cnn-bn: a deeper CNN with batch normalisation, (in, out) channels of its 3x3 convolutions (padding 1),
+# each followed by BatchNorm2d and ReLU, the first two by 2x2 max pooling, then a dense layer
+CNN_BN = [(1, 8), (8, 16), (16, 32)]
 
 
 def epoch_gflop(model: str, n_train: int, n_val: int) -> float:
@@ -86,15 +93,29 @@ def epoch_gflop(model: str, n_train: int, n_val: int) -> float:
         bwd = sum(2 * k * n * (2 if needs_dx else 1) for k, n, needs_dx in layers)
     else:
         # conv as im2col GEMM: output pixels x out channels x (in channels * 9)
-        layers = [(28 * 28, 8, 1 * 9, False), (14 * 14, 16, 8 * 9, True), (1, 10, 7 * 7 * 16, True)]
+        if model == "cnn":
+            layers = [(28 * 28, 8, 1 * 9, False), (14 * 14, 16, 8 * 9, True), (1, 10, 7 * 7 * 16, True)]
+        else:
+            hw = [28 * 28, 14 * 14, 7 * 7]
+            layers = [(p, c_out, c_in * 9, i > 0) for i, (p, (c_in, c_out)) in enumerate(zip(hw, CNN_BN))]
+            layers.append((1, 10, 7 * 7 * CNN_BN[-1][1], True))
         fwd = sum(2 * p * n * k for p, n, k, _ in layers)
         bwd = sum(2 * p * n * k * (2 if needs_dx else 1) for p, n, k, needs_dx in layers)
     return (n_train * (fwd + bwd) + n_val * fwd) / 1e9
 
 
 def pgo_model(model: str) -> pgo.Sequential:
-    """ggml's "mnist-fc" or "mnist-cnn" in pyggml_opt (weights initialised from seed 0)."""
-    return pgo.models.mnist_fc() if model == "fc" else pgo.models.mnist_cnn()
+    """ggml's "mnist-fc" or "mnist-cnn", or cnn-bn, in pyggml_opt (weights initialised from seed 0)."""
+    if model == "fc":
+        return pgo.models.mnist_fc()
+    if model == "cnn":
+        return pgo.models.mnist_cnn()
+    L = pgo.layers
+    layers: list = [L.Reshape((1, 28, 28))]
+    for i, (c_in, c_out) in enumerate(CNN_BN):
+        layers += [L.Conv2d(c_in, c_out, 3, padding=1), L.BatchNorm2d(c_out), L.ReLU()]
+        layers += [L.MaxPool2d(2)] if i < 2 else []
+    return pgo.Sequential(layers + [L.Flatten(), L.Linear(7 * 7 * CNN_BN[-1][1], 10)], input_shape=(784,))
 
 
 def run_pgo(model: str, train, test, epochs: int, n_threads: int,
@@ -120,6 +141,12 @@ def torch_model(torch, model: str):
     nn = torch.nn
     if model == "fc":
         return nn.Sequential(nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 10))
+    if model == "cnn-bn":
+        layers: list = [nn.Unflatten(1, (1, 28, 28))]
+        for i, (c_in, c_out) in enumerate(CNN_BN):
+            layers += [nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU()]
+            layers += [nn.MaxPool2d(2)] if i < 2 else []
+        return nn.Sequential(*layers, nn.Flatten(), nn.Linear(7 * 7 * CNN_BN[-1][1], 10))
     return nn.Sequential(nn.Unflatten(1, (1, 28, 28)),
                          nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                          nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
@@ -198,18 +225,21 @@ def _validation_buffers_mb(net) -> dict | None:
 class PgoMemoryProbe(pgo.Callback):
     """RSS and its peak at the stages of fit's first epoch, and the sizes of what fit allocated."""
 
-    def __init__(self) -> None:
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x                      # the samples given to fit
         self.stages: dict[str, dict] = {}
         self.sizes: dict[str, object] = {}
 
     def on_train_begin(self, model) -> None:
-        # the samples written into fit's ggml dataset, the training graph built, ggml_opt_init's buffers
+        # the training graph built, ggml_opt_init's buffers, the label rows (and a copy of the samples
+        # where fit cannot read x in place)
         self.stages["setup"] = _stage()
         try:
-            ds = self.trainer.train.dataset
-            self.sizes["dataset_mb"] = (ds.data.nbytes + (ds.labels.nbytes if ds.labels is not None else 0)) / 2 ** 20
+            train = self.trainer.train
+            self.sizes["x_copy_mb"] = 0.0 if np.shares_memory(train.x, self.x) else train.x.nbytes / 2 ** 20
+            self.sizes["labels_mb"] = train.labels.nbytes / 2 ** 20 if train.labels is not None else 0.0
         except Exception:  # noqa: BLE001 - informational only
-            self.sizes["dataset_mb"] = None
+            self.sizes["x_copy_mb"] = self.sizes["labels_mb"] = None
         self.sizes["params_mb"] = sum(int(w.nbytes) for w in model.get_weights().values()) / 2 ** 20
 
     def on_batch_end(self, model, batch, logs) -> None:
@@ -251,7 +281,7 @@ def memory_worker(argv: list[str]) -> None:
     reset = reset_peak()
     t0 = time.perf_counter()
     if torch is None:
-        probe = PgoMemoryProbe()
+        probe = PgoMemoryProbe(train[0])
         net = pgo_model(a.model)
         pgo_fit(net, train, a.epochs, a.threads, [probe])
         stages, sizes = probe.stages, probe.sizes
@@ -318,8 +348,8 @@ def print_memory(model: str, mem: dict) -> None:
                   f"file-backed (library pages) {v['file_mb'] - r['file_before_mb']:+.1f} MB")
         z = r["sizes"]
         extra = [f"parameters {z['params_mb']:.2f}"] if z.get("params_mb") is not None else []
-        if z.get("dataset_mb") is not None:
-            extra.append(f"fit's dataset copy {z['dataset_mb']:.1f}")
+        if z.get("x_copy_mb") is not None:
+            extra.append(f"fit's copy of x {z['x_copy_mb']:.1f}, label rows {z['labels_mb']:.1f}")
         if z.get("train_buffer_mb") is not None:
             extra.append(f"training graph's compute buffer {z['train_buffer_mb']:.1f}")
         v = z.get("validation_buffers_mb")
@@ -333,7 +363,7 @@ def print_memory(model: str, mem: dict) -> None:
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", "--model", default="fc,cnn",
-                    help="comma-separated: fc, cnn, gpt (default fc,cnn); gpt runs its own comparison (gpt_compare.py)")
+                    help="comma-separated: fc, cnn, cnn-bn, gpt (default fc,cnn); gpt runs its own comparison (gpt_compare.py)")
     ap.add_argument("--epochs", type=int, default=4, help="epochs per run (default 4)")
     ap.add_argument("--warmup", type=int, default=1, help="epochs of each run left out of the timing")
     ap.add_argument("--threads", type=int, default=None, help="threads for all three (default: mnist-train's "
@@ -411,7 +441,7 @@ def main(argv=None) -> dict:
                                           trainer.epoch if trainer else None)}
             if trainer is not None:
                 runs["PyTorch"] = (trainer.times, trainer.test_accuracy(test))
-            if tool is not None:
+            if tool is not None and ARCH[model] is not None:
                 runs["C++"] = (run_cpp(tool, idx, args.epochs, Path(tmp), ARCH[model])[0], None)
             res = {}
             for name, (times, acc) in runs.items():
