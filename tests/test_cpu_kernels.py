@@ -440,6 +440,8 @@ def test_conv_2d_direct_and_backward(shape, c_out, k, s, p, d, n_threads):
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
 @pytest.mark.parametrize("a_shape,b_shape", [
     ((5, 8, 14, 14), (1, 8, 1, 1)),      # a conv bias gradient: one value per channel (ne0 == 1)
+    ((3, 4, 5, 6), (1, 1, 1, 1)),        # one value from every plane (0024: a plane summed at once)
+    ((2, 3, 9, 7), (2, 3, 1, 1)),        # one value per plane, no plane repeated
     ((3, 2, 7, 1), (1, 2, 7, 1)),        # ne0 == 1 with rows to sum over the batch
     ((2, 3, 4, 10), (1, 3, 1, 10)),      # rows (ne0 > 1) summed over dims 1 and 3
     ((4, 6), (1, 6)),                    # a dense bias gradient
