@@ -1,0 +1,104 @@
+"""Where a training step of compare_torch.py's mnist-cnn, cnn-bn or mnist-fc goes, op by op.
+
+fit runs --warmup steps, --plain steps timed as they are, then --steps steps with an eval callback on
+the training graph's scheduler (``ggml_backend_sched_set_eval_callback`` through the raw binding; the
+scheduler is fit's ``TrainingSession.scheduler``, reached from a Callback's ``trainer``): every node
+that computes something is then computed as a graph of its own, and the time from its "ask" to its
+"done" is its time (plus a one-node graph's start and end, which the "instrumented" step time shows:
+compare it with the plain one). Prints each node (phase: forward up to ggml-opt's loss node, backward
+after it; op; time per step; shape; sources' shapes; name) and the time per op and phase.
+
+    python benchmarks/step_profile.py                         # mnist-cnn, physical batch 500, 2 threads
+    python benchmarks/step_profile.py --model cnn-bn --steps 10
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+
+import numpy as np
+
+import pyggml_opt as pgo
+from pyggml_opt import data
+from pyggml_opt._lib import ffi, lib
+
+from compare_torch import PHYSICAL, pgo_model
+
+EMPTY_OPS = ("NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE")
+
+
+def _ne(t) -> str:
+    return "x".join(str(int(t.ne[i])) for i in range(4))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="cnn", choices=("fc", "cnn", "cnn-bn"))
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--plain", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--data", default=None, help="Fashion-MNIST IDX folder (default: Debian's)")
+    a = ap.parse_args(argv)
+
+    x, y = data.load_fashion_mnist(a.data, flatten=True)[0]
+    empty = {int(getattr(lib, f"GGML_OP_{n}")) for n in EMPTY_OPS}
+    loss_flag = int(lib.GGML_TENSOR_FLAG_LOSS)
+    nodes: dict[int, tuple] = {}
+    spent: dict[int, int] = defaultdict(int)
+    st: dict = {"start": 0, "phase": "fwd"}
+
+    @ffi.callback("bool(struct ggml_tensor *, bool, void *)")
+    def eval_cb(t, ask, _ud):
+        now, key = time.perf_counter_ns(), int(ffi.cast("uintptr_t", t))
+        if not ask:
+            spent[key] += now - st["start"]
+            return True
+        if key not in nodes:
+            srcs = " ".join(_ne(t.src[i]) for i in range(3) if t.src[i] != ffi.NULL)
+            nodes[key] = (len(nodes), st["phase"], ffi.string(lib.ggml_op_desc(t)).decode(), _ne(t), srcs,
+                          ffi.string(t.name).decode(errors="replace")[:32])
+        if int(t.flags) & loss_flag:
+            st["phase"] = "bwd"
+        st["start"] = now
+        return int(t.op) not in empty
+
+    stamps: list[float] = []
+
+    class Profiler(pgo.Callback):
+        sched = None
+
+        def on_batch_end(self, _model, batch, _logs):
+            stamps.append(time.perf_counter())
+            st["phase"] = "fwd"
+            if batch == a.warmup + a.plain - 1:
+                self.sched = self.trainer.train.scheduler.ptr
+                lib.ggml_backend_sched_set_eval_callback(self.sched, eval_cb, ffi.NULL)
+
+        def on_train_end(self, _model):
+            if self.sched is not None:
+                lib.ggml_backend_sched_set_eval_callback(self.sched, ffi.NULL, ffi.NULL)
+
+    n = (a.warmup + a.plain + a.steps) * PHYSICAL
+    t0 = time.perf_counter()
+    pgo_model(a.model).fit(x[:n], y[:n], epochs=1, batch_size=PHYSICAL, shuffle=False, optimizer=pgo.AdamW(lr=1e-3),
+                           n_threads=a.threads, seed=0, verbose=0, callbacks=[Profiler()])
+    step = np.diff([t0, *stamps]) * 1e3
+    plain, instr = step[a.warmup:a.warmup + a.plain], step[a.warmup + a.plain:]
+    print(f"{a.model}, physical batch {PHYSICAL}, {a.threads} threads: plain step {np.median(plain):.1f} ms "
+          f"(median of {a.plain}), instrumented {np.median(instr):.1f} ms, "
+          f"node times {sum(spent.values()) / a.steps / 1e6:.1f} ms")
+    by_op: dict[tuple[str, str], float] = defaultdict(float)
+    for key in sorted(spent, key=lambda k: nodes[k][0]):
+        i, phase, op, shape, srcs, name = nodes[key]
+        ms = spent[key] / a.steps / 1e6
+        by_op[(phase, op)] += ms
+        print(f"{i:4d} {phase} {op:18s} {ms:6.2f} ms  {shape:16s} <- {srcs:36s} {name}")
+    print("\nper op and phase (ms per step):")
+    for (phase, op), ms in sorted(by_op.items(), key=lambda kv: -kv[1]):
+        print(f"  {phase} {op:18s} {ms:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
