@@ -8,7 +8,7 @@ from .._lib import CData, ffi, lib
 from ..core import GRAPH_SIZE, Buffer, Context
 from ..core import tensor_data
 from .network import Network
-from .ops import Tensor, cont, new_input
+from .ops import Tensor, contiguous, new_input
 from .params import ParamStore
 
 
@@ -94,8 +94,7 @@ class ForwardGraph:
             raise ValueError(f"the model produced outputs of shape {out.shape}, expected {(batch, *network.output_shape)}")
         if out.ptr.type != lib.GGML_TYPE_F32:
             raise ValueError("the model's output must be float32")
-        if not lib.ggml_is_contiguous(out.ptr):
-            out = cont(out)
+        out = contiguous(out)
         if self.labels is not None or readable:
             assert self.ctx_static is not None  # static (checked above)
             out = Tensor(lib.ggml_cont(self.ctx_static.ptr, out.ptr), self.ctx_compute, self.ctx_static, out.ndim)

@@ -3,7 +3,7 @@
 Shapes are in numpy order (the batch axis first). Every op checks its arguments and raises
 ``ValueError`` / ``TypeError`` before ggml could assert. One module per kind of op; this package
 gathers them in one namespace."""
-from .tensor import (Tensor, abs, clamp, check_tensor, graph_context, new_input, wrap, add, cont, div, exp, log, mul, neg,
+from .tensor import (Tensor, abs, clamp, check_tensor, graph_context, new_input, wrap, add, cont, contiguous, div, exp, log, mul, neg,
                      relu, scale, silu, softplus, sqr, sqrt, sub)
 from .shape import columns, concat, embedding, flatten, permute, reshape, rows, to_int32
 from .reductions import mean, sum, sum_rows
@@ -13,7 +13,7 @@ from .activations import gelu, log_softmax, sigmoid, softmax, tanh
 from .norm import batch_norm, layer_norm, rms_norm
 from .attention import attention, attention_mask, causal_mask, padding_mask, rope, token_mask
 
-__all__ = ['Tensor', 'abs', 'add', 'attention', 'attention_mask', 'batch_norm', 'causal_mask', 'clamp', 'check_tensor', 'columns', 'concat', 'cont', 'conv_1d',
+__all__ = ['Tensor', 'abs', 'add', 'attention', 'attention_mask', 'batch_norm', 'causal_mask', 'clamp', 'check_tensor', 'columns', 'concat', 'cont', 'contiguous', 'conv_1d',
            'conv_2d', 'div', 'embedding', 'exp', 'flatten', 'gelu', 'graph_context', 'layer_norm', 'linear', 'log',
            'log_softmax', 'mean', 'mul', 'mul_mat', 'neg', 'padding_mask', 'new_input', 'permute', 'pool_2d', 'relu', 'reshape',
            'rms_norm', 'rope', 'rows', 'scale', 'sigmoid', 'silu', 'softmax', 'softplus', 'sqr', 'sqrt', 'sub', 'sum', 'sum_rows',

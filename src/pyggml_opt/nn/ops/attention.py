@@ -6,7 +6,7 @@ from ..._lib import ffi, lib
 from .activations import softmax
 from .linalg import mul_mat
 from .shape import permute
-from .tensor import Tensor, add, check_tensor, cont, graph_context, scale, wrap
+from .tensor import Tensor, add, check_tensor, contiguous, graph_context, scale, wrap
 
 
 def causal_mask(a: Tensor) -> Tensor:
@@ -52,7 +52,7 @@ def rope(x: Tensor, base: float = 10000.0) -> Tensor:
         raise ValueError(f"rope: x must be (n, T, heads, d_head) with an even d_head, got shape {x.shape}")
     if not base > 1.0:
         raise ValueError(f"rope: base must be > 1, got {base}")
-    src = x if lib.ggml_is_contiguous(x.ptr) else cont(x)
+    src = contiguous(x)
     ctx = graph_context(src).ptr
     steps = src.shape[1]
     positions = lib.ggml_cast(ctx, lib.ggml_arange(ctx, 0.0, float(steps), 1.0), lib.GGML_TYPE_I32)
@@ -70,7 +70,7 @@ def token_mask(ids: Tensor, pad_id: int = 0) -> Tensor:
     if ids.ptr.type != lib.GGML_TYPE_I32 or ids.ndim != 2:
         raise TypeError(f"token_mask: ids must be an int32 (n, T) tensor, got shape {ids.shape}")
     ctx = graph_context(ids).ptr
-    src = ids if lib.ggml_is_contiguous(ids.ptr) else cont(ids)
+    src = contiguous(ids)
     values = lib.ggml_cast(ctx, src.ptr, lib.GGML_TYPE_F32)
     # |id - pad| - 1/2 is negative exactly at the padding (ids are integers); step() makes that 0 / 1
     distance = lib.ggml_abs(ctx, lib.ggml_scale_bias(ctx, values, 1.0, -float(pad_id)))

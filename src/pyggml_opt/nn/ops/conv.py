@@ -8,7 +8,7 @@ from ...checks import check_pair
 from ...core.tensor_data import ne_of
 from ..shapes import conv2d_output_hw, pool2d_output_hw
 from .shape import reshape
-from .tensor import Tensor, check_tensor, cont, graph_context, wrap
+from .tensor import Tensor, check_tensor, contiguous, graph_context, wrap
 
 
 def conv_2d(x: Tensor, kernel: Tensor, stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
@@ -28,7 +28,7 @@ def conv_2d(x: Tensor, kernel: Tensor, stride: int | Sequence[int] = 1, padding:
     oh, ow = conv2d_output_hw((xs[1], xs[0]), (ks[1], ks[0]), (sh, sw), (ph, pw), (dh, dw))
     if oh < 1 or ow < 1:
         raise ValueError(f"conv_2d: kernel {kernel.shape[-2:]} does not fit input {x.shape[-2:]} with padding {(ph, pw)}")
-    src = kernel if lib.ggml_is_contiguous(kernel.ptr) else cont(kernel)
+    src = contiguous(kernel)
     return wrap(lib.ggml_conv_2d_direct(graph_context(x, src).ptr, src.ptr, x.ptr, sw, sh, pw, ph, dw, dh), x, src,
                 ndim=4)
 
@@ -44,7 +44,7 @@ def conv_1d(x: Tensor, kernel: Tensor, stride: int = 1, padding: int = 0, dilati
     n, c_in, length = x.shape
     c_out, _, k = kernel.shape
     rows = reshape(x, n, c_in, 1, length)
-    src = kernel if lib.ggml_is_contiguous(kernel.ptr) else cont(kernel)
+    src = contiguous(kernel)
     kernel_rows = wrap(lib.ggml_reshape_4d(graph_context(x, src).ptr, src.ptr, k, 1, src.shape[1], c_out), x, src,
                        ndim=4)
     y = conv_2d(rows, kernel_rows, (1, stride), (0, padding), (1, dilation))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from ..._lib import CData, lib
 from ...core.tensor_data import ne_of
 from .shape import reshape
-from .tensor import Tensor, add, check_tensor, cont, exp, graph_context, log, mul, scale, sqr, sub, wrap
+from .tensor import Tensor, add, check_tensor, contiguous, exp, graph_context, log, mul, scale, sqr, sub, wrap
 
 
 def layer_norm(a: Tensor, eps: float = 1e-5) -> Tensor:
@@ -24,7 +24,7 @@ def rms_norm(a: Tensor, eps: float = 1e-6) -> Tensor:
 def _over_rows(op: Callable[[CData, CData, float], CData], a: Tensor, eps: float) -> Tensor:
     """ggml's row normalisations on a contiguous copy (their backward passes read rows in place)."""
     check_tensor("a", a)
-    src = a if lib.ggml_is_contiguous(a.ptr) else cont(a)
+    src = contiguous(a)
     return wrap(op(graph_context(src).ptr, src.ptr, float(eps)), src)
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..._lib import lib
-from .tensor import Tensor, check_tensor, cont, graph_context, scale, wrap
+from .tensor import Tensor, check_tensor, contiguous, graph_context, scale, wrap
 
 
 def mean(a: Tensor) -> Tensor:
@@ -18,17 +18,14 @@ def mean(a: Tensor) -> Tensor:
 def sum_rows(a: Tensor) -> Tensor:
     """Sum over the last (numpy) axis, kept as size 1."""
     check_tensor("a", a)
-    a = _contiguous(a)
+    a = contiguous(a)
     return wrap(lib.ggml_sum_rows(graph_context(a).ptr, a.ptr), a)
 
 
 def sum(a: Tensor) -> Tensor:  # noqa: A001 - ggml's name
     """Sum of all elements (a scalar)."""
     check_tensor("a", a)
-    a = _contiguous(a)
+    a = contiguous(a)
     return wrap(lib.ggml_sum(graph_context(a).ptr, a.ptr), a, ndim=1)
 
 
-def _contiguous(a: Tensor) -> Tensor:
-    # ggml's CPU SUM / SUM_ROWS read rows as if contiguous: a strided view would give a wrong sum
-    return a if lib.ggml_is_contiguous(a.ptr) else cont(a)

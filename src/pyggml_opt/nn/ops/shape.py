@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..._lib import c_str, lib
 from ...core.tensor_data import ne_of
-from .tensor import Tensor, check_tensor, cont, graph_context, wrap
+from .tensor import Tensor, check_tensor, cont, contiguous, graph_context, wrap
 
 
 def reshape(a: Tensor, *shape: int) -> Tensor:
@@ -27,8 +27,7 @@ def reshape(a: Tensor, *shape: int) -> Tensor:
         total *= s
     if total != n:
         raise ValueError(f"reshape: cannot reshape {a.shape} ({n} elements) into {tuple(dims)}")
-    if not lib.ggml_is_contiguous(a.ptr):
-        a = cont(a)
+    a = contiguous(a)
     ne = ne_of(tuple(dims))
     ctx = graph_context(a).ptr
     return wrap(lib.ggml_reshape_4d(ctx, a.ptr, ne[0], ne[1], ne[2], ne[3]), a, ndim=len(dims))
@@ -55,7 +54,7 @@ def permute(a: Tensor, *axes: int) -> Tensor:
     # The backward pass of PERMUTE hands `a` a strided view as gradient, and ggml_add (used to sum
     # the gradients of a tensor with several users) asserts contiguous rows on it; RESHAPE's backward
     # makes its gradient contiguous, so `a` goes through a same-shape reshape first.
-    src = a if lib.ggml_is_contiguous(a.ptr) else cont(a)
+    src = contiguous(a)
     same = wrap(lib.ggml_reshape(graph_context(src).ptr, src.ptr, src.ptr), src)
     return cont(wrap(lib.ggml_permute(graph_context(a).ptr, same.ptr, *pos), a))
 
@@ -124,7 +123,7 @@ def embedding(ids: Tensor, table: Tensor) -> Tensor:
         raise ValueError(f"embedding: the table must be (vocab, dim), got shape {table.shape}")
     n, steps = ids.shape
     ctx = graph_context(ids, table).ptr
-    src = ids if lib.ggml_is_contiguous(ids.ptr) else cont(ids)
+    src = contiguous(ids)
     flat = wrap(lib.ggml_reshape_1d(ctx, src.ptr, n * steps), src, ndim=1)
     rows = wrap(lib.ggml_get_rows(ctx, table.ptr, flat.ptr), flat, table, ndim=2)
     return wrap(lib.ggml_reshape_3d(ctx, rows.ptr, table.shape[1], steps, n), rows, ndim=3)

@@ -166,6 +166,12 @@ def cont(a: Tensor) -> Tensor:
     return wrap(lib.ggml_cont(graph_context(a).ptr, a.ptr), a)
 
 
+def contiguous(a: Tensor) -> Tensor:
+    """``a`` itself if its elements are contiguous, else a contiguous copy (for ops that read their
+    source as contiguous rows, or reshape it)."""
+    return a if lib.ggml_is_contiguous(a.ptr) else cont(a)
+
+
 INPUT_TYPES = {"float32": lib.GGML_TYPE_F32, "int32": lib.GGML_TYPE_I32}
 
 
