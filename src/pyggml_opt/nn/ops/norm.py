@@ -49,9 +49,11 @@ def _check_batch_norm(x: Tensor, per_channel: dict[str, Tensor | None]) -> int:
     return channels
 
 
-def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
-    if weight is not None:
-        y = mul(y, _per_channel(weight, y))
+def _scale_shift(centered: Tensor, inv_std: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """centered * (inv_std * weight) + bias, per channel: the per-channel factors are multiplied first
+    (C values), so the activations take one multiplication pass, and their gradient one fewer."""
+    factor = mul(inv_std, _per_channel(weight, inv_std)) if weight is not None else inv_std
+    y = mul(centered, factor)
     return add(y, _per_channel(bias, y)) if bias is not None else y
 
 
@@ -62,7 +64,7 @@ def batch_norm(x: Tensor, running_mean: Tensor, running_var: Tensor, weight: Ten
     (axis 1) of x (N, C), (N, C, L) or (N, C, H, W); the statistics, weight and bias are (C,)."""
     _check_batch_norm(x, {"running_mean": running_mean, "running_var": running_var, "weight": weight, "bias": bias})
     inv_std = exp(scale(log(scale(_per_channel(running_var, x), 1.0, eps)), -0.5))
-    return _affine(mul(sub(x, _per_channel(running_mean, x)), inv_std), weight, bias)
+    return _scale_shift(sub(x, _per_channel(running_mean, x)), inv_std, weight, bias)
 
 
 def batch_norm_train(x: Tensor, running_mean: Tensor, running_var: Tensor, weight: Tensor | None = None,
@@ -89,11 +91,11 @@ def batch_norm_train(x: Tensor, running_mean: Tensor, running_var: Tensor, weigh
     batch_mean = channel_mean(x3)
     centered = sub(x3, batch_mean)
     var = channel_mean(sqr(centered))
-    y = mul(centered, exp(scale(log(scale(var, 1.0, eps)), -0.5)))
+    inv_std = exp(scale(log(scale(var, 1.0, eps)), -0.5))
     updates: list[Tensor] = []
     for running, stat, weight_of_stat in ((running_mean, batch_mean, momentum),
                                           (running_var, var, momentum * count / (count - 1))):
         flat = lib.ggml_reshape_1d(ctx, stat.ptr, channels)
         mixed = lib.ggml_add(ctx, lib.ggml_scale(ctx, running.ptr, 1.0 - momentum), lib.ggml_scale(ctx, flat, weight_of_stat))
         updates.append(wrap(lib.ggml_cpy(ctx, mixed, running.ptr), x3, ndim=1))
-    return reshape(_affine(y, weight, bias), *x.shape), updates
+    return reshape(_scale_shift(centered, inv_std, weight, bias), *x.shape), updates
