@@ -17,7 +17,7 @@ class ForwardGraph:
 
     Static (``static=True``, ggml-opt's static graphs and fit's training graph): the input lives in a
     buffer of its own on the store's backend, so the graph is built once and evaluated many times.
-    With ``rows_of`` (a host tensor ``[ne_datapoint, ndata]``, a dataset's data) the input is instead
+    With ``rows_of`` (a host tensor ``[ne_datapoint, ndata]``: fit's samples) the input is instead
     ``batch`` row numbers (int32) and the graph starts by gathering those rows (GET_ROWS): the batch
     is copied inside ggml's compute instead of by numpy.
     With ``labels_width`` (static graphs only) a second input, ``labels`` (batch, labels_width), is
