@@ -139,6 +139,23 @@ def test_x_read_in_place_or_copied_trains_alike(data):
     np.testing.assert_array_equal(x, before)
 
 
+def test_read_only_and_memory_mapped_x_train_in_place(data, tmp_path):
+    """fit only reads x: a read-only array and an np.load(mmap_mode="r") file train as a writable copy
+    of the same samples does, bit for bit."""
+    x, y = data[0][:64], data[1][:64]
+    np.save(tmp_path / "x.npy", x)
+    read_only = x.copy()
+    read_only.setflags(write=False)
+    results = []
+    for arr in (x, read_only, np.load(tmp_path / "x.npy", mmap_mode="r")):
+        model = mlp()
+        h = model.fit(arr, y, epochs=2, batch_size=16, seed=4, **FAST)
+        results.append((model.get_weights(), h["loss"]))
+    for other in results[1:]:
+        assert same_weights(results[0][0], other[0])
+        assert results[0][1] == other[1]
+
+
 def test_array_like_input(data):
     x, y = data
     model = mlp()
