@@ -1,9 +1,9 @@
 """BatchNorm1d / BatchNorm2d: PyTorch's batch normalisation, with running statistics kept in the
 model as buffers and updated inside fit's training graph (vendor patch 0014).
 
-References are float64 numpy. Tolerances: the normalisation is a short chain of float32 ops over at
-most a few hundred values per channel (sums in double precision inside ggml's REPEAT_BACK), so
-values carry relative errors of a few 1e-7; they are compared with rtol 1e-5 and atol 1e-5 (outputs
+References are float64 numpy. Tolerances: the normalisation is one float32 multiply-add per value
+after per-channel sums in double precision (vendor patch 0025's ops), so values carry relative
+errors of a few 1e-7; they are compared with rtol 1e-5 and atol 1e-5 (outputs
 are O(1)). Running statistics after k updates are compared with rtol 1e-5 as well: each update is
 one float32 multiply-add of O(1) values. Gradients use test_ops_grad.check_grad (central float64
 finite differences; rtol 1e-4, atol 1e-5 x max|grad|).
@@ -97,6 +97,26 @@ def test_training_gradients_match_finite_differences(sched, shape):
     # gradients of x, weight and bias (the running statistics get none)
     check_grad(sched, lambda *t: batch_norm_train(*t)[0],
                lambda x, rm, rv, w, b: np_bn_train(x, w, b), [x, rm, rv, w, b], grad_of=(0, 3, 4))
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (2, 2, 3, 3)], ids=str)
+def test_inference_gradients_match_finite_differences(sched, shape):
+    # given statistics are constants: the gradient of x is weight / sqrt(running_var + eps) times dy
+    x = data(shape, seed=5)
+    rm, rv, w, b = channel_arrays(shape[1], 6)
+    check_grad(sched, ops.batch_norm, np_bn_eval, [x, rm, rv, w, b], grad_of=(0, 3, 4))
+
+
+def test_trainable_statistics_are_refused_by_fit():
+    # ggml's batch norm has no gradient for given statistics: fit says so instead of aborting in ggml
+    def forward(x, p):
+        return ops.linear(ops.batch_norm(x, p["mean"], p["var"]), p["w"])
+
+    m = pgo.FunctionModel(forward, {"mean": (4,), "var": (4,), "w": (3, 4)}, input_shape=(4,))
+    x, y = data((16, 4)), np.arange(16) % 3
+    with pytest.raises(ValueError, match="no gradient for given statistics"):
+        m.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    assert m.predict(x[:2]).shape == (2, 3)
 
 
 def test_ops_refuse_bad_shapes():

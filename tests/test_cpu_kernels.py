@@ -3,7 +3,7 @@ MUL_MAT, the convolution-network ops POOL_2D(_BACK), IM2COL(_BACK), REPEAT_BACK,
 the element-wise and row ops (unary ops, SCALE, SUB, SUM_ROWS, REPEAT) that vendor/patches/0015 runs on
 every thread, f32, for odd shapes; SIGMOID on ggml's vectorised exp (0017), small batched GEMMs as
 in attention (0018), the row normalisations NORM, RMS_NORM and RMS_NORM_BACK (0019), and GELU with
-its backward GELU_BACK (0022).
+its backward GELU_BACK (0022), and the batch normalisation ops (0025).
 
 vendor/patches replaces these kernels with blocked ones (0003: a packed GEMM with register tiles of
 6 x 16 on AVX2, 252-row blocks, k in blocks of 256, for OUT_PROD and MUL_MAT; llamafile's sgemm for
@@ -711,6 +711,65 @@ def test_row_norms(n, offset, n_threads):
         tol = _norm_tol(x64, ref) if spread else 8 * n * 2.0 ** -24 * (np.abs(ref) + 1)
         err = np.abs(got.reshape(ref.shape) - ref)
         assert (err <= tol).all(), f"worst error {err.max():.3g} at tolerance {tol.flat[np.argmax(err - tol)]:.3g}"
+
+
+# --- batch normalisation (vendor/patches/0025) -------------------------------------------------------
+# numpy shapes (N, C, rows) and (N2, N, C, rows): ggml [rows, C, N(, N2)], channels along ggml's dim 1.
+# Rows of 1 (BatchNorm1d of feature vectors), around the 8 double chains (7, 9, 17), an image (784). With
+# an offset of 100 the channel means are 100x the spread. Reductions run in double, so the tolerances
+# are the float32 roundings of the inputs and the element-wise formulas: a few units of EPS32 of the
+# terms' magnitudes (for x - mean, of |x| + |mean|: a float32 mean is off by EPS32 |mean| / 2).
+BN_SHAPES = [(7, 3, 1), (5, 4, 9), (3, 2, 17), (2, 3, 7), (4, 5, 784), (2, 3, 2, 10)]
+
+
+def _batch_norm_ops(x, dy, w, b, eps, n_threads):
+    """The statistics, the normalised x, the backward sums, the gradient of x through the statistics and
+    for given statistics, computed with ``n_threads``."""
+    g = _Graph(n_threads)
+    tx, tdy, tw, tb = g.leaf(x), g.leaf(dy), g.leaf(w), g.leaf(b)
+    ctx = g.ctx.ptr
+    stats = lib.ggml_batch_norm_stats(ctx, tx)
+    sums = lib.ggml_batch_norm_back_sums(ctx, tdy, tx, stats, eps)
+    return g.compute(stats, lib.ggml_batch_norm(ctx, tx, stats, tw, tb, eps), sums,
+                     lib.ggml_batch_norm_back(ctx, tdy, tx, stats, sums, tw, eps),
+                     lib.ggml_batch_norm_back(ctx, tdy, tx, stats, ffi.NULL, tw, eps))
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("shape", BN_SHAPES, ids=str)
+@pytest.mark.parametrize("offset", [0.0, 100.0])
+def test_batch_norm_ops(shape, offset, n_threads):
+    rng = _rng("batch norm", shape, offset)
+    c, eps = shape[-2], 1e-5
+    x = (rng.normal(size=shape) + offset).astype(np.float32)
+    dy = rng.uniform(-1, 1, shape).astype(np.float32)
+    w, b = rng.uniform(0.5, 2, c).astype(np.float32), rng.normal(size=c).astype(np.float32)
+    got = _batch_norm_ops(x, dy, w, b, eps, n_threads)
+    got_stats, got_y, got_sums, got_dx, got_dx_given = got
+
+    # channels last, values of a channel along axis 0
+    x64 = np.moveaxis(x.astype(np.float64), -2, -1).reshape(-1, c)
+    dy64 = np.moveaxis(dy.astype(np.float64), -2, -1).reshape(-1, c)
+    m, var = x64.mean(axis=0), x64.var(axis=0)
+    inv_std, k1 = 1 / np.sqrt(var + eps), w / np.sqrt(var + eps)
+    xhat, around = (x64 - m) * inv_std, (np.abs(x64) + np.abs(m)) * inv_std
+    _check(got_stats.reshape(2, c), np.stack([m, var]), np.stack([np.abs(m), var]), 2)
+
+    def as_x(a):  # channels-last values back to x's layout
+        return np.moveaxis(a.reshape(*shape[:-2], shape[-1], c), -1, -2)
+
+    _check(got_y.reshape(shape), as_x(xhat * w + b), as_x(k1 * (np.abs(x64) + np.abs(m)) + np.abs(b)), 4)
+    sum_dyxhat, sum_dy = (dy64 * xhat).sum(axis=0), dy64.sum(axis=0)
+    _check(got_sums.reshape(2, c), np.stack([sum_dyxhat, sum_dy]),
+           np.stack([(np.abs(dy64) * around).sum(axis=0), np.abs(dy64).sum(axis=0)]), 4)
+    count = x64.shape[0]
+    ref_dx = k1 * (dy64 - sum_dy / count - xhat * sum_dyxhat / count)
+    abs_dx = k1 * (np.abs(dy64) + np.abs(dy64).mean(axis=0) + around * (np.abs(dy64) * around).mean(axis=0))
+    _check(got_dx.reshape(shape), as_x(ref_dx), as_x(abs_dx), 8)
+    _check(got_dx_given.reshape(shape), as_x(k1 * dy64), as_x(k1 * np.abs(dy64)), 2)
+    if n_threads > 1:  # whole channels per thread, element-wise passes by rows: no sum depends on the split
+        for one, want in zip(got, _batch_norm_ops(x, dy, w, b, eps, 1)):
+            np.testing.assert_array_equal(one, want)
 
 
 REPEAT_CASES = [

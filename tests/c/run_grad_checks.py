@@ -126,6 +126,11 @@ KNOWN_FAILURES: dict[str, list[Known]] = {
         # the same case twice; tests/test_ops_grad.py checks the same gradient in float64
         Known(re.compile(r"^NORM\(ne="), "maa", _FD_NOISE, max_maa=5e-3),
     ],
+    "BATCH_NORM": [
+        # vendor patch 0025's cases (weighed by a random r): 6 of 20 runs, MAA 1.2e-4..1.7e-3, three different
+        # cases; tests/test_cpu_kernels.py checks the three ops against float64 references instead
+        Known(re.compile(r"^BATCH_NORM\(ne="), "maa", _FD_NOISE, max_maa=5e-3),
+    ],
     "MUL_MAT": [
         # About one run in four, one f32 case: MAA 1.0e-4..3.2e-3 (measured over ~25 runs, k=4 and
         # k=256 alike), never the same case twice in a row.

@@ -149,6 +149,10 @@
         GGML_OP_RMS_NORM_BACK,
         GGML_OP_GROUP_NORM,
         GGML_OP_L2_NORM,
+        GGML_OP_BATCH_NORM_STATS,
+        GGML_OP_BATCH_NORM,
+        GGML_OP_BATCH_NORM_BACK_SUMS,
+        GGML_OP_BATCH_NORM_BACK,
         GGML_OP_MUL_MAT,
         GGML_OP_MUL_MAT_ID,
         GGML_OP_OUT_PROD,
@@ -773,6 +777,30 @@
             struct ggml_context * ctx,
             struct ggml_tensor * a,
             int n_groups,
+            float eps);
+    extern struct ggml_tensor * ggml_batch_norm_stats(
+            struct ggml_context * ctx,
+            struct ggml_tensor * a);
+    extern struct ggml_tensor * ggml_batch_norm(
+            struct ggml_context * ctx,
+            struct ggml_tensor * a,
+            struct ggml_tensor * stats,
+            struct ggml_tensor * w,
+            struct ggml_tensor * b,
+            float eps);
+    extern struct ggml_tensor * ggml_batch_norm_back_sums(
+            struct ggml_context * ctx,
+            struct ggml_tensor * dy,
+            struct ggml_tensor * a,
+            struct ggml_tensor * stats,
+            float eps);
+    extern struct ggml_tensor * ggml_batch_norm_back(
+            struct ggml_context * ctx,
+            struct ggml_tensor * dy,
+            struct ggml_tensor * a,
+            struct ggml_tensor * stats,
+            struct ggml_tensor * sums,
+            struct ggml_tensor * w,
             float eps);
     extern struct ggml_tensor * ggml_l2_norm(
             struct ggml_context * ctx,

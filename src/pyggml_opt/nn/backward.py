@@ -5,12 +5,13 @@ from __future__ import annotations
 from .._lib import CData, c_str, ffi, lib
 
 # ggml ops with a backward pass (ggml.c, ggml_compute_backward at 0.15.3; CONCAT by vendor patch 0013,
-# the unary SIGMOID and TANH by 0016, NORM by 0020, the unary GELU by 0022, CONV_2D by 0023).
+# the unary SIGMOID and TANH by 0016, NORM by 0020, the unary GELU by 0022, CONV_2D by 0023, BATCH_NORM by
+# 0025).
 BACKWARD_OPS = {
     "NONE", "DUP", "ADD", "ADD1", "ACC", "SUB", "MUL", "DIV", "SQR", "SQRT", "LOG", "SIN", "COS", "SUM",
     "SUM_ROWS", "MEAN", "REPEAT", "REPEAT_BACK", "CONCAT", "NORM", "RMS_NORM", "MUL_MAT", "SCALE", "SET", "CPY", "CONT",
     "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "GET_ROWS", "DIAG_MASK_INF", "DIAG_MASK_ZERO", "SOFT_MAX",
-    "ROPE", "IM2COL", "CONV_2D", "POOL_2D", "CROSS_ENTROPY_LOSS",
+    "ROPE", "IM2COL", "CONV_2D", "POOL_2D", "CROSS_ENTROPY_LOSS", "BATCH_NORM",
 }
 BACKWARD_UNARY = {"ABS", "SGN", "NEG", "STEP", "RELU", "SILU", "EXP", "EXPM1", "SOFTPLUS", "SIGMOID", "TANH", "GELU"}
 BACKWARD_GLU = {"SWIGLU"}
@@ -21,6 +22,7 @@ _IGNORED_SRC = {
     (lib.GGML_OP_CPY, None): (1,), (lib.GGML_OP_GET_ROWS, None): (1,),         # targets, row ids, positions
     (lib.GGML_OP_GET_ROWS_BACK, None): (1,), (lib.GGML_OP_ROPE, None): (1,),
     (lib.GGML_OP_UNARY, lib.GGML_UNARY_OP_SGN): (0,), (lib.GGML_OP_UNARY, lib.GGML_UNARY_OP_STEP): (0,),
+    (lib.GGML_OP_BATCH_NORM_STATS, None): (0,),  # differentiated through BATCH_NORM of the same tensor
 }
 
 
@@ -72,10 +74,10 @@ def check_backward(outputs: CData) -> None:
                 users[_key(s)] = users.get(_key(s), 0) + 1
     for t in order:
         if _key(t) in needs and t.op != lib.GGML_OP_NONE:
-            _check_op(t, users)
+            _check_op(t, users, needs)
 
 
-def _check_op(t: CData, users: dict[int, int]) -> None:
+def _check_op(t: CData, users: dict[int, int], needs: set[int]) -> None:
     op = c_str(lib.ggml_op_name(t.op))
     if t.op == lib.GGML_OP_UNARY:
         u = c_str(lib.ggml_unary_op_name(lib.ggml_get_unary_op(t)))
@@ -89,6 +91,10 @@ def _check_op(t: CData, users: dict[int, int]) -> None:
     elif op not in BACKWARD_OPS:
         raise ValueError(f"ggml has no backward pass for the op {op} (used on a trainable path); "
                          "build it from differentiable ops (see pyggml_opt.ops)")
+    elif t.op == lib.GGML_OP_BATCH_NORM and _key(t.src[1]) in needs:
+        # a batch's own statistics never need one (their gradient is part of BATCH_NORM's): these are given
+        raise ValueError("ggml's batch norm has no gradient for given statistics (running_mean / running_var "
+                         "computed from trainable values); keep them out of the trainable path")
     elif t.op == lib.GGML_OP_MEAN and users.get(_key(t.src[0]), 0) > 1:
         # ggml's MEAN backward adds its gradient with ggml_add1, which asserts a scalar: it aborts
         # when the input also gets a gradient from another user (x - mean(x), as in layer_norm)

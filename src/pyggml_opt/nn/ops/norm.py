@@ -4,10 +4,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ..._lib import CData, lib
-from ...core.tensor_data import ne_of
+from ..._lib import CData, ffi, lib
 from .shape import reshape
-from .tensor import Tensor, add, check_tensor, contiguous, exp, graph_context, log, mul, scale, sqr, sub, wrap
+from .tensor import Tensor, check_tensor, contiguous, graph_context, wrap
 
 
 def layer_norm(a: Tensor, eps: float = 1e-5) -> Tensor:
@@ -28,13 +27,6 @@ def _over_rows(op: Callable[[CData, CData, float], CData], a: Tensor, eps: float
     return wrap(op(graph_context(src).ptr, src.ptr, float(eps)), src)
 
 
-def _per_channel(t: Tensor, like: Tensor) -> Tensor:
-    """A (C,) tensor (a parameter, a buffer or a batch statistic) seen as (1, C, 1, ...), which
-    broadcasts over ``like`` (N, C, ...)."""
-    ne = ne_of((1, like.shape[1], *(1,) * (like.ndim - 2)))
-    return wrap(lib.ggml_reshape_4d(graph_context(t, like).ptr, t.ptr, *ne), t, like, ndim=like.ndim)
-
-
 def _check_batch_norm(x: Tensor, per_channel: dict[str, Tensor | None]) -> int:
     check_tensor("x", x)
     if not 2 <= x.ndim <= 4:
@@ -49,22 +41,31 @@ def _check_batch_norm(x: Tensor, per_channel: dict[str, Tensor | None]) -> int:
     return channels
 
 
-def _scale_shift(centered: Tensor, inv_std: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
-    """centered * (inv_std * weight) + bias, per channel: the per-channel factors are multiplied first
-    (C values), so the activations take one multiplication pass, and their gradient one fewer."""
-    factor = mul(inv_std, _per_channel(weight, inv_std)) if weight is not None else inv_std
-    y = mul(centered, factor)
-    return add(y, _per_channel(bias, y)) if bias is not None else y
+def _by_channel(x: Tensor) -> Tensor:
+    """x (N, C, ...) as (N, C, count / N): ggml's [rows, C, N], the layout of the batch norm ops."""
+    return reshape(x, x.shape[0], x.shape[1], -1)
+
+
+def _normalise(x3: Tensor, stats: CData, weight: Tensor | None, bias: Tensor | None, eps: float,
+               shape: tuple[int, ...]) -> Tensor:
+    """ggml_batch_norm (vendor patch 0025) of ``x3`` (``_by_channel``) with ``stats`` [C, 2] (means,
+    variances), reshaped to ``shape``: one pass over x, one node whose backward pass is two passes (the
+    per-channel sums, then the gradient of x)."""
+    ptr = lib.ggml_batch_norm(graph_context(x3).ptr, x3.ptr, stats, weight.ptr if weight is not None else ffi.NULL,
+                              bias.ptr if bias is not None else ffi.NULL, float(eps))
+    return reshape(wrap(ptr, x3), *shape)
 
 
 def batch_norm(x: Tensor, running_mean: Tensor, running_var: Tensor, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Batch normalisation with given statistics (inference, as PyTorch's ``F.batch_norm`` with
     ``training=False``): (x - running_mean) / sqrt(running_var + eps) * weight + bias, per channel
-    (axis 1) of x (N, C), (N, C, L) or (N, C, H, W); the statistics, weight and bias are (C,)."""
+    (axis 1) of x (N, C), (N, C, L) or (N, C, H, W); the statistics, weight and bias are (C,).
+    Differentiable in x, weight and bias (the statistics are constants)."""
     _check_batch_norm(x, {"running_mean": running_mean, "running_var": running_var, "weight": weight, "bias": bias})
-    inv_std = exp(scale(log(scale(_per_channel(running_var, x), 1.0, eps)), -0.5))
-    return _scale_shift(sub(x, _per_channel(running_mean, x)), inv_std, weight, bias)
+    # the two (C,) statistics side by side: the [C, 2] layout ggml_batch_norm reads
+    stats = lib.ggml_concat(graph_context(x).ptr, running_mean.ptr, running_var.ptr, 1)
+    return _normalise(_by_channel(x), stats, weight, bias, eps, x.shape)
 
 
 def batch_norm_train(x: Tensor, running_mean: Tensor, running_var: Tensor, weight: Tensor | None = None,
@@ -76,26 +77,20 @@ def batch_norm_train(x: Tensor, running_mean: Tensor, running_var: Tensor, weigh
     ggml_cpy nodes that no output depends on, for the training graph to compute besides its outputs."""
     channels = _check_batch_norm(x, {"running_mean": running_mean, "running_var": running_var,
                                      "weight": weight, "bias": bias})
-    n, count = x.shape[0], math.prod(x.shape) // channels
+    count = math.prod(x.shape) // channels
     if count < 2:
         raise ValueError(f"batch_norm: training needs more than one value per channel, got x of shape {x.shape} "
                          "(PyTorch refuses it too: the batch variance would be 0)")
-    x3 = reshape(x, n, channels, count // n)
+    x3 = _by_channel(x)
     ctx = graph_context(x3).ptr
-    # REPEAT_BACK into a (1, C, 1) shape sums each channel (its rows in double precision, vendor patch 0004)
-    like = _per_channel(running_mean, x3)
-
-    def channel_mean(t: Tensor) -> Tensor:
-        return scale(wrap(lib.ggml_repeat_back(ctx, t.ptr, like.ptr), t), 1.0 / count)
-
-    batch_mean = channel_mean(x3)
-    centered = sub(x3, batch_mean)
-    var = channel_mean(sqr(centered))
-    inv_std = exp(scale(log(scale(var, 1.0, eps)), -0.5))
+    # the batch's means and biased variances, [C, 2]; their gradient is part of ggml_batch_norm's
+    stats = lib.ggml_batch_norm_stats(ctx, x3.ptr)
     updates: list[Tensor] = []
-    for running, stat, weight_of_stat in ((running_mean, batch_mean, momentum),
-                                          (running_var, var, momentum * count / (count - 1))):
-        flat = lib.ggml_reshape_1d(ctx, stat.ptr, channels)
-        mixed = lib.ggml_add(ctx, lib.ggml_scale(ctx, running.ptr, 1.0 - momentum), lib.ggml_scale(ctx, flat, weight_of_stat))
+    for row, (running, weight_of_stat) in enumerate(((running_mean, momentum),
+                                                     (running_var, momentum * count / (count - 1)))):
+        stat = lib.ggml_view_1d(ctx, stats, channels, row * stats.nb[1])
+        mixed = lib.ggml_add(ctx, lib.ggml_scale(ctx, running.ptr, 1.0 - momentum), lib.ggml_scale(ctx, stat, weight_of_stat))
         updates.append(wrap(lib.ggml_cpy(ctx, mixed, running.ptr), x3, ndim=1))
-    return reshape(_scale_shift(centered, inv_std, weight, bias), *x.shape), updates
+    # stats must be ggml_batch_norm_stats of the very node normalised: then the backward pass goes
+    # through the batch statistics
+    return _normalise(x3, stats, weight, bias, eps, x.shape), updates
