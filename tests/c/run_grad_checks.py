@@ -127,9 +127,12 @@ KNOWN_FAILURES: dict[str, list[Known]] = {
         Known(re.compile(r"^NORM\(ne="), "maa", _FD_NOISE, max_maa=5e-3),
     ],
     "BATCH_NORM": [
-        # vendor patch 0025's cases (weighed by a random r): 6 of 20 runs, MAA 1.2e-4..1.7e-3, three different
-        # cases; tests/test_cpu_kernels.py checks the three ops against float64 references instead
-        Known(re.compile(r"^BATCH_NORM\(ne="), "maa", _FD_NOISE, max_maa=5e-3),
+        # vendor patch 0025's cases (weighed by a random r): about one run in four (of 80) failed one
+        # case, every case some time, MAA 1.1e-4..8.7e-3 and once 0.044 ([1,5,32,1]). mean_abs_asymm
+        # divides by (a + b): a gradient element near 0 (its finite difference is fp32 noise of a sum
+        # over ~150 outputs) makes one term large. tests/test_cpu_kernels.py checks the ops against
+        # float64 within a bound, tests/test_batchnorm.py the gradients against float64 differences
+        Known(re.compile(r"^BATCH_NORM\(ne="), "maa", _FD_NOISE, max_maa=0.2),
     ],
     "MUL_MAT": [
         # About one run in four, one f32 case: MAA 1.0e-4..3.2e-3 (measured over ~25 runs, k=4 and
