@@ -349,6 +349,27 @@ def test_pool_2d_and_back(shape, k, s, p, kind, n_threads):
     _check(got_back, ref_back, np.ones_like(ref_back) * np.abs(grad).max(), k * k)
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_pool_2d_max_special_values(n_threads):
+    """Max pooling with NaN, infinities and signed zeros (the 2x2 windows run vectorised, 0027): bit for
+    bit ggml's scalar rule, res = max(value, res) over the window in row order from -FLT_MAX, where
+    max(a, b) = b if a < b else a (a NaN value replaces res; a NaN res is replaced by the next value)."""
+    x = _rng("pool specials").uniform(-1, 1, (2, 3, 8, 40)).astype(np.float32)
+    x.flat[::5] = np.nan
+    x.flat[1::7] = -np.inf
+    x.flat[2::9] = np.inf
+    x.flat[3::4] = -0.0
+    x.flat[4::6] = 0.0
+    g = _Graph(n_threads)
+    got = g.compute(lib.ggml_pool_2d(g.ctx.ptr, g.leaf(x), lib.GGML_OP_POOL_MAX, 2, 2, 2, 2, 0, 0)).reshape(2, 3, 4, 20)
+    res = np.full((2, 3, 4, 20), -np.finfo(np.float32).max, np.float32)
+    for ky in range(2):
+        for kx in range(2):
+            v = x[:, :, ky::2, kx::2]
+            res = np.where(v < res, res, v)
+    np.testing.assert_array_equal(got.view(np.uint32), res.view(np.uint32))
+
+
 def _im2col_ref(x: np.ndarray, k: int, s: int, p: int, d: int = 1) -> np.ndarray:
     """numpy (N, OH, OW, C*k*k), zeros where the window leaves the input (ggml's im2col layout)."""
     n, c, h, w = x.shape
@@ -534,6 +555,32 @@ def test_elementwise_on_permuted_views(op, n_threads):
         at = a.transpose(0, 2, 1, 3)
         ref = {"relu": np.maximum(at, np.float32(0)), "step": (at > 0).astype(np.float32), "neg": -at}[op]
     np.testing.assert_array_equal(got.reshape(ref.shape), ref)
+
+# --- RELU_BACK (vendor/patches/0026): dy where x > 0, else 0, exactly, as PyTorch's threshold_backward ---
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(1,), (3, 7), (3, 41, 113), (2, 3, 4, 5)], ids=str)
+def test_relu_back(shape, n_threads):
+    rng = _rng("relu_back", shape)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    x.flat[::7] = 0.0                                  # the derivative at 0 is 0, as ggml_step's
+    x.flat[3::11] = np.nan                             # NaN inputs pass no gradient
+    dy = rng.uniform(-1, 1, shape).astype(np.float32)
+    dy.flat[5::13] = np.inf
+    g = _Graph(n_threads)
+    got = g.compute(lib.ggml_relu_back(g.ctx.ptr, g.leaf(dy), g.leaf(x)))
+    np.testing.assert_array_equal(got.reshape(shape), np.where(x > 0, dy, np.float32(0)))
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_relu_back_on_permuted_views(n_threads):
+    rng = _rng("relu_back views")
+    x = rng.uniform(-1, 1, (3, 4, 5, 6)).astype(np.float32)
+    dy = rng.uniform(-1, 1, (3, 5, 4, 6)).astype(np.float32)
+    g = _Graph(n_threads)
+    tx = lib.ggml_permute(g.ctx.ptr, g.leaf(x), 0, 2, 1, 3)        # numpy x.transpose(0, 2, 1, 3)
+    got = g.compute(lib.ggml_relu_back(g.ctx.ptr, g.leaf(dy), tx))
+    np.testing.assert_array_equal(got.reshape(dy.shape), np.where(x.transpose(0, 2, 1, 3) > 0, dy, np.float32(0)))
+
 
 # --- element-wise and row ops on every thread (vendor/patches/0015) ---------------------------------
 # ggml_get_n_tasks gave these one task; their kernels split rows by thread (unary_op, binary_op, SCALE)
