@@ -556,32 +556,6 @@ def test_elementwise_on_permuted_views(op, n_threads):
         ref = {"relu": np.maximum(at, np.float32(0)), "step": (at > 0).astype(np.float32), "neg": -at}[op]
     np.testing.assert_array_equal(got.reshape(ref.shape), ref)
 
-# --- RELU_BACK (vendor/patches/0026): dy where x > 0, else 0, exactly, as PyTorch's threshold_backward ---
-@pytest.mark.parametrize("n_threads", [1, 2, 3])
-@pytest.mark.parametrize("shape", [(1,), (3, 7), (3, 41, 113), (2, 3, 4, 5)], ids=str)
-def test_relu_back(shape, n_threads):
-    rng = _rng("relu_back", shape)
-    x = rng.uniform(-1, 1, shape).astype(np.float32)
-    x.flat[::7] = 0.0                                  # the derivative at 0 is 0, as ggml_step's
-    x.flat[3::11] = np.nan                             # NaN inputs pass no gradient
-    dy = rng.uniform(-1, 1, shape).astype(np.float32)
-    dy.flat[5::13] = np.inf
-    g = _Graph(n_threads)
-    got = g.compute(lib.ggml_relu_back(g.ctx.ptr, g.leaf(dy), g.leaf(x)))
-    np.testing.assert_array_equal(got.reshape(shape), np.where(x > 0, dy, np.float32(0)))
-
-
-@pytest.mark.parametrize("n_threads", [1, 2])
-def test_relu_back_on_permuted_views(n_threads):
-    rng = _rng("relu_back views")
-    x = rng.uniform(-1, 1, (3, 4, 5, 6)).astype(np.float32)
-    dy = rng.uniform(-1, 1, (3, 5, 4, 6)).astype(np.float32)
-    g = _Graph(n_threads)
-    tx = lib.ggml_permute(g.ctx.ptr, g.leaf(x), 0, 2, 1, 3)        # numpy x.transpose(0, 2, 1, 3)
-    got = g.compute(lib.ggml_relu_back(g.ctx.ptr, g.leaf(dy), tx))
-    np.testing.assert_array_equal(got.reshape(dy.shape), np.where(x.transpose(0, 2, 1, 3) > 0, dy, np.float32(0)))
-
-
 # --- element-wise and row ops on every thread (vendor/patches/0015) ---------------------------------
 # ggml_get_n_tasks gave these one task; their kernels split rows by thread (unary_op, binary_op, SCALE)
 # or now do (SUM_ROWS, REPEAT). Shapes: fewer rows than threads, a row count that does not divide by

@@ -144,7 +144,6 @@
         GGML_OP_CONCAT,
         GGML_OP_SILU_BACK,
         GGML_OP_GELU_BACK,
-        GGML_OP_RELU_BACK,
         GGML_OP_NORM,
         GGML_OP_RMS_NORM,
         GGML_OP_RMS_NORM_BACK,
@@ -641,10 +640,6 @@
             struct ggml_tensor * a,
             struct ggml_tensor * b);
     extern struct ggml_tensor * ggml_gelu_back(
-            struct ggml_context * ctx,
-            struct ggml_tensor * a,
-            struct ggml_tensor * b);
-    extern struct ggml_tensor * ggml_relu_back(
             struct ggml_context * ctx,
             struct ggml_tensor * a,
             struct ggml_tensor * b);
