@@ -18,6 +18,7 @@ def mean(a: Tensor) -> Tensor:
 def sum_rows(a: Tensor) -> Tensor:
     """Sum over the last (numpy) axis, kept as size 1."""
     check_tensor("a", a)
+    # ggml's CPU SUM / SUM_ROWS read rows as if contiguous: a strided view would give a wrong sum
     a = contiguous(a)
     return wrap(lib.ggml_sum_rows(graph_context(a).ptr, a.ptr), a)
 
@@ -25,7 +26,7 @@ def sum_rows(a: Tensor) -> Tensor:
 def sum(a: Tensor) -> Tensor:  # noqa: A001 - ggml's name
     """Sum of all elements (a scalar)."""
     check_tensor("a", a)
-    a = contiguous(a)
+    a = contiguous(a)  # as in sum_rows
     return wrap(lib.ggml_sum(graph_context(a).ptr, a.ptr), a, ndim=1)
 
 
