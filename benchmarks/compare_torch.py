@@ -3,7 +3,9 @@
 For each model, ggml's "mnist-fc" (784 -> 500 -> ReLU -> 10) and "mnist-cnn" (two 3x3 convolutions with
 8 and 16 channels, ReLU, 2x2 max pooling, dense to 10), and on request "cnn-bn" (three 3x3 convolutions of
 8, 16 and 32 channels, each with BatchNorm2d and ReLU, 2x2 max pooling after the first two, dense to 10;
-no C++ twin), trains on Fashion-MNIST with ggml's examples/mnist
+no C++ twin), and "fc-wide" (784 -> 4096 -> ReLU -> 4096 -> ReLU -> 10: 20 M parameters, where memory is
+the parameters' and the optimizer's, not fixed costs; ~45 s per epoch on 2 cores), trains on Fashion-MNIST
+with ggml's examples/mnist
 hyperparameters: logical batch 1000 made of two physical batches of 500 (gradient accumulation), 5 %
 validation evaluated every epoch, AdamW (lr 1e-3, betas 0.9 / 0.999, eps 1e-8, no weight decay), the
 same number of threads everywhere. PyTorch runs the same model with the same batches, accumulation,
@@ -78,7 +80,9 @@ from machine import (cpu_name, describe_peak, fit_buffer_mb, peak_mb, reset_peak
 
 BATCH, PHYSICAL, VAL_SPLIT, LR = 1000, 500, 0.05, 1e-3
 # the models and their twin in ggml's C++ mnist-train, where it has one
-ARCH = {"fc": "mnist-fc", "cnn": "mnist-cnn", "cnn-bn": None}
+ARCH = {"fc": "mnist-fc", "cnn": "mnist-cnn", "cnn-bn": None, "fc-wide": None}
+# the widths of the MLPs' layers (ReLU between them)
+MLP = {"fc": [784, 500, 10], "fc-wide": [784, 4096, 4096, 10]}
 # cnn-bn: a deeper CNN with batch normalisation, (in, out) channels of its 3x3 convolutions (padding 1),
 # each followed by BatchNorm2d and ReLU, the first two by 2x2 max pooling, then a dense layer
 CNN_BN = [(1, 8), (8, 16), (16, 32)]
@@ -87,8 +91,9 @@ CNN_BN = [(1, 8), (8, 16), (16, 32)]
 def epoch_gflop(model: str, n_train: int, n_val: int) -> float:
     """Multiply-adds (x2) of one epoch: forward + weight gradients + needed input gradients of every
     GEMM-like layer for the training samples, forward for the validation samples."""
-    if model == "fc":
-        layers = [(784, 500, False), (500, 10, True)]   # (K, N, input gradient needed) per sample
+    if model in MLP:
+        w = MLP[model]   # (K, N, input gradient needed) per sample
+        layers = [(k, n, i > 0) for i, (k, n) in enumerate(zip(w, w[1:]))]
         fwd = sum(2 * k * n for k, n, _ in layers)
         bwd = sum(2 * k * n * (2 if needs_dx else 1) for k, n, needs_dx in layers)
     else:
@@ -105,12 +110,18 @@ def epoch_gflop(model: str, n_train: int, n_val: int) -> float:
 
 
 def pgo_model(model: str) -> pgo.Sequential:
-    """ggml's "mnist-fc" or "mnist-cnn", or cnn-bn, in pyggml_opt (weights initialised from seed 0)."""
+    """ggml's "mnist-fc" or "mnist-cnn", or cnn-bn, fc-wide, in pyggml_opt (weights initialised from seed 0)."""
     if model == "fc":
         return pgo.models.mnist_fc()
     if model == "cnn":
         return pgo.models.mnist_cnn()
     L = pgo.layers
+    if model in MLP:
+        w = MLP[model]
+        dense: list = []
+        for k, n in zip(w, w[1:]):
+            dense += [L.Linear(k, n), L.ReLU()]
+        return pgo.Sequential(dense[:-1], input_shape=(784,))
     layers: list = [L.Reshape((1, 28, 28))]
     for i, (c_in, c_out) in enumerate(CNN_BN):
         layers += [L.Conv2d(c_in, c_out, 3, padding=1), L.BatchNorm2d(c_out), L.ReLU()]
@@ -139,8 +150,12 @@ def pgo_fit(net: pgo.Sequential, train, epochs: int, n_threads: int, callbacks=(
 def torch_model(torch, model: str):
     """The same model in torch.nn (torch's default initialisation); parameters in pgo_model's order."""
     nn = torch.nn
-    if model == "fc":
-        return nn.Sequential(nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 10))
+    if model in MLP:
+        w = MLP[model]
+        dense: list = []
+        for k, n in zip(w, w[1:]):
+            dense += [nn.Linear(k, n), nn.ReLU()]
+        return nn.Sequential(*dense[:-1])
     if model == "cnn-bn":
         layers: list = [nn.Unflatten(1, (1, 28, 28))]
         for i, (c_in, c_out) in enumerate(CNN_BN):

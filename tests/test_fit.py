@@ -303,6 +303,21 @@ def test_seed_initialises_weights(data):
     assert max_diff(a.get_weights(), c.get_weights()) > 1e-3
 
 
+def test_seeded_weights_are_uniform_draws_in_layer_order():
+    """PyTorch's default initialisation, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn in float64 from the
+    seed's generator, parameter after parameter: a weight larger than the draws made per call (here
+    300 x 100) gets exactly the values of one draw of its whole size."""
+    m = pgo.Sequential([L.Linear(300, 100), L.ReLU(), L.Linear(100, 3)]).build((300,), seed=5)
+    rng = np.random.default_rng(5)
+    want = {}
+    for name, shape, fan_in in (("0.weight", (100, 300), 300), ("0.bias", (100,), 300),
+                                ("2.weight", (3, 100), 100), ("2.bias", (3,), 100)):
+        want[name] = rng.uniform(-1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in), size=shape).astype(np.float32)
+    got = m.get_weights()
+    assert list(got) == list(want)
+    assert same_weights(got, want)
+
+
 @pytest.mark.parametrize("n_threads,n", [(1, 240), (2, 32)])
 def test_determinism_bit_identical(n_threads, n, data):
     """Same seed => bit-identical weights, from initialisation through shuffling, gradient

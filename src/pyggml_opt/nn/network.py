@@ -189,7 +189,9 @@ class Network:
         self.require_built()
         if self._store is not None and self._store.backend is backend:
             return self._store
-        weights = self.get_weights()
+        # the arrays themselves where the weights are in numpy (no copy of the model in memory)
+        weights = self._weights if self._store is None else self.get_weights()
+        assert weights is not None  # built: the weights are in the store or here
         self._drop_store()
         store = ParamStore(self.param_shapes, backend, self.buffer_names())
         store.set(weights)

@@ -9,7 +9,9 @@ from ..core import tensor_data
 from ..core.tensor_data import MAX_NAME
 from .ops import Tensor
 
-
+# values drawn per call by uniform_init: float64 temporaries of 64 KB (reused heap memory), not of a
+# whole tensor (which would leave a model's build with three times its weights in memory)
+INIT_CHUNK = 8192
 
 
 def check_param_name(name: str, reserve: int = 0) -> str:
@@ -24,7 +26,12 @@ def check_param_name(name: str, reserve: int = 0) -> str:
 def uniform_init(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
     """U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as float32: PyTorch's default for weights and biases."""
     bound = 1.0 / np.sqrt(fan_in)
-    return rng.uniform(-bound, bound, size=shape).astype(np.float32)
+    out = np.empty(shape, np.float32)
+    flat = out.reshape(-1)
+    # the generator's stream drawn in chunks is the stream drawn at once: the same weights
+    for start in range(0, flat.size, INIT_CHUNK):
+        flat[start:start + INIT_CHUNK] = rng.uniform(-bound, bound, size=min(INIT_CHUNK, flat.size - start))
+    return out
 
 
 class ParamStore:

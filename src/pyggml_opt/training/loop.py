@@ -17,6 +17,9 @@ How ``fit`` drives ggml-opt:
      (its accuracy) or from the outputs of the epoch's training steps (``logs.HostMetrics``, where fit
      ends the graph with its own loss); validation loss and metrics from forward passes
      (``inference``); callbacks, History.
+  5. At the end (also after an error or Ctrl+C): the training graph's compute buffers are freed, then
+     the optimizer state is copied to ``model.optimizer_state`` (``TrainingSession.finish``) and the
+     ggml-opt context freed, so that the copy does not raise fit's peak memory.
 Ctrl+C stops within one batch: the model keeps the weights of the last completed optimizer step,
 ``model.history`` holds the epochs completed, and KeyboardInterrupt is raised.
 """
@@ -47,10 +50,6 @@ from .optimizers import Optimizer
 from .optimizers import get as get_optimizer
 from .progress import Progress
 from .session import TrainingSession, exclusive_use, session_for
-
-# Unless gather="host", fit puts the labels of a whole epoch in batch order at once when they take at
-# most this much (each batch then copies contiguous rows).
-EPOCH_LABELS_MAX_BYTES = 32 << 20
 
 # Validation samples and their targets (None for the losses without labels).
 Validation = tuple[np.ndarray, Optional[np.ndarray]]
@@ -116,18 +115,14 @@ class FitLoop:
         train, physical = self.train, self.physical
         order = epoch_order(self.rng, self.n_train, self.run)
         order = order[np.arange(self.n_phys * physical) % self.n_train]  # a last partial batch wraps around
-        # Once per epoch rather than per batch: the row numbers as the in-graph gather reads them,
-        # and small labels in batch order, so that each batch copies contiguous rows.
+        # the row numbers as the in-graph gather reads them, once per epoch; the labels are gathered per
+        # batch (a copy of all label rows in epoch order would stay in memory through the epoch)
         rows = order.astype(np.int32) if train.gathers_in_graph else None
         labels = None
-        if train.weighted:  # always per epoch: the weights are divided by their sum over each step
+        if train.weighted:  # per epoch: the weights are divided by their sum over each step
             assert train.labels is not None  # the weights ride in the label rows
             labels = np.take(train.labels, order, axis=0)
             labels[:, -1] = step_weights(labels[:, -1], self.batch_size)
-        elif train.y_writer is not None and train.labels_per_epoch and \
-                order.size * train.y_writer.buf.shape[1] * 4 <= EPOCH_LABELS_MAX_BYTES:
-            assert train.labels is not None  # a label tensor comes with label rows
-            labels = np.take(train.labels, order, axis=0)
         train.result.reset()
         if self.host_metrics is not None:
             self.host_metrics.reset()
@@ -232,8 +227,8 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
        count are restored and training continues up to ``epochs`` in total, exactly as if it had not
        stopped (same data, seed and hyperparameters).
     gather: how a batch gets into the graph. "graph": the training graph gathers its rows from x's
-       memory itself (GET_ROWS; host backends only) and the labels are put in batch order once per
-       epoch; "host": numpy gathers rows and labels per batch; "auto" (default): "graph" where the
+       memory itself (GET_ROWS; host backends only); "host": numpy gathers the rows per batch (the
+       labels are gathered per batch either way); "auto" (default): "graph" where the
        backend's memory is the host's. Both train bit-identically.
     sample_weight: (n,) weights >= 0, one per sample of x; class_weight: {class id: weight} for
        cross_entropy (classes not named weigh 1). Each optimizer step then minimises the weighted mean
@@ -317,5 +312,4 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
             model.busy = None
             if train is not None:
                 # kept with the weights it belongs to, also after Ctrl+C (copies and pickles carry it)
-                model.optimizer_state = train.read_state(opt)
-                train.close()
+                model.optimizer_state = train.finish(opt)

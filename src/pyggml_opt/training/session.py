@@ -113,7 +113,6 @@ class TrainingSession:
     x_writer: BatchWriter
     y_writer: BatchWriter | None
     gathers_in_graph: bool   # the graph's input is row numbers, gathered by GET_ROWS
-    labels_per_epoch: bool   # labels are put in batch order once per epoch (else gathered per batch)
     weighted: bool = False   # the label rows end with the sample's weight; the loss is fit's own (losses.py)
     # the graph's step inputs (dropout masks), filled anew for every physical batch
     step_writers: dict[str, BatchWriter] = field(default_factory=dict)
@@ -169,8 +168,7 @@ class TrainingSession:
             labels = opt_ctx.labels if targets is not None else None
         return cls(x, label_rows, rows, graph, scheduler, opt_ctx, Result(),
                    BatchWriter(graph.inputs, (physical,) if in_graph else (physical, ne_x)),
-                   BatchWriter(labels, (physical, width)) if labels is not None else None, in_graph,
-                   gather != "host", weighted,
+                   BatchWriter(labels, (physical, width)) if labels is not None else None, in_graph, weighted,
                    {key: BatchWriter(t.ptr, t.shape) for key, t in graph.step_inputs.items()})
 
     def read_state(self, optimizer: Optimizer) -> OptimizerState:
@@ -203,6 +201,16 @@ class TrainingSession:
 
     def _moments(self, t: Tensor) -> tuple[CData, CData]:
         return lib.ggml_opt_grad_m(self.opt_ctx.ptr, t.ptr), lib.ggml_opt_grad_v(self.opt_ctx.ptr, t.ptr)
+
+    def finish(self, optimizer: Optimizer) -> OptimizerState:
+        """Free everything, returning the optimizer state read on the way: after the training graph's
+        compute buffers are freed (the ggml-opt context is not evaluated again), so that its copy (twice
+        the parameters' size, with AdamW) never adds to them at the end of fit."""
+        self.scheduler.close()
+        try:
+            return self.read_state(optimizer)
+        finally:
+            self.close()
 
     def close(self) -> None:
         for owner in (self.result, self.opt_ctx, self.scheduler, self.graph, self.rows):
