@@ -90,6 +90,31 @@ def test_cnn_on_nchw_images_and_flat_rows():
         cnn.predict(xt.reshape(100, 64))
 
 
+@pytest.mark.parametrize("kernel,stride,padding", [(2, 2, 0), (3, 2, 1)])  # tiling windows; overlapping, padded
+def test_relu_before_max_pooling_trains_as_written(kernel, stride, padding):
+    """Sequential applies a ReLU written before a max pooling after it (on the pooled values): its
+    outputs and the weights it trains equal those of the ops in the order written (a FunctionModel
+    over the same weights), bit for bit."""
+    x, y = bars()
+    seq = pgo.Sequential([L.Conv2d(1, 4, 3, padding=1), L.ReLU(), L.MaxPool2d(kernel, stride, padding), L.Flatten(),
+                          L.Linear(64, 2)], input_shape=(1, 8, 8))
+
+    def written(h, p):
+        h = ops.add(ops.conv_2d(h, p["0.kernel"], padding=1), p["0.bias"])
+        h = ops.pool_2d(ops.relu(h), "max", kernel, stride, padding)
+        return ops.linear(ops.flatten(h), p["4.weight"], p["4.bias"])
+
+    ref = pgo.FunctionModel(written, seq.param_shapes, input_shape=(1, 8, 8))
+    ref.set_weights(seq.get_weights())
+    ref.loss = seq.loss = "cross_entropy"
+    np.testing.assert_array_equal(seq.predict(x), ref.predict(x))
+    for m in (seq, ref):
+        m.fit(x, y, epochs=3, batch_size=20, optimizer=pgo.AdamW(lr=1e-2), **FAST)
+    assert same_weights(seq.get_weights(), ref.get_weights())
+    assert seq.history["loss"] == ref.history["loss"]
+    assert seq.history["loss"][-1] < seq.history["loss"][0]
+
+
 def test_class_ids_and_one_hot_train_identically(data):
     x, y = data
     a, b, c = mlp(), mlp(), mlp()
