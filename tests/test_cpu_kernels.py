@@ -370,6 +370,54 @@ def test_pool_2d_max_special_values(n_threads):
     np.testing.assert_array_equal(got.view(np.uint32), res.view(np.uint32))
 
 
+def _pool_max_back_rule(x: np.ndarray, grad: np.ndarray, k: int, s: int, p: int) -> np.ndarray:
+    """ggml's scalar POOL_2D_BACK for max, float32 step by step: per output cell (in row order) the
+    window's value that is not <= the maximum so far (from -FLT_MAX, window order; a NaN is taken)
+    last gets grad added to it (into zeros); a window of values <= -FLT_MAX passes nothing."""
+    n, c, h, w = x.shape
+    out = np.zeros(x.shape, np.float32)
+    lowest = -np.finfo(np.float32).max
+    for i_n in range(n):
+        for i_c in range(c):
+            for i in range(grad.shape[2]):
+                for j in range(grad.shape[3]):
+                    best, where = lowest, None
+                    for y in range(i * s - p, i * s - p + k):
+                        for v in range(j * s - p, j * s - p + k):
+                            if 0 <= y < h and 0 <= v < w and not x[i_n, i_c, y, v] <= best:
+                                best, where = x[i_n, i_c, y, v], (y, v)
+                    if where is not None:
+                        out[i_n, i_c, where[0], where[1]] += grad[i_n, i_c, i, j]
+    return out
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (2, 2, 1), (3, 2, 1)])
+@pytest.mark.parametrize("w", [40, 45])
+def test_pool_2d_back_max_special_values(w, k, s, p, n_threads):
+    """Max pooling's backward pass with NaN, infinities, signed zeros and ties in the input and signed
+    zeros and infinities in the gradient (2x2 windows with stride 2 run sixteen cells at a time on
+    AVX-512, 0028, here with 20-23 cells per row: a full and a masked part): bit for bit the scalar rule."""
+    rng = _rng("pool back specials", w, k, s, p)
+    x = rng.uniform(-1, 1, (2, 3, 9, w)).astype(np.float32)
+    x.flat[::5] = np.nan
+    x.flat[1::7] = -np.inf
+    x.flat[2::9] = np.inf
+    x.flat[3::4] = -0.0
+    x.flat[4::6] = 0.0
+    x[0, 0, :4, :8] = -np.inf                                    # whole windows without a maximum
+    x[1, 2, :, :6] = 0.5                                         # ties
+    oh, ow = (9 + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    grad = rng.uniform(-1, 1, (2, 3, oh, ow)).astype(np.float32)
+    grad.flat[::3] = -0.0
+    grad.flat[1::11] = np.inf
+    g = _Graph(n_threads)
+    got = g.compute(lib.ggml_pool_2d_back(g.ctx.ptr, g.leaf(grad), g.leaf(x), lib.GGML_OP_POOL_MAX,
+                                          k, k, s, s, float(p), float(p))).reshape(x.shape)
+    want = _pool_max_back_rule(x, grad, k, s, p)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def _im2col_ref(x: np.ndarray, k: int, s: int, p: int, d: int = 1) -> np.ndarray:
     """numpy (N, OH, OW, C*k*k), zeros where the window leaves the input (ggml's im2col layout)."""
     n, c, h, w = x.shape
