@@ -397,7 +397,8 @@ def _pool_max_back_rule(x: np.ndarray, grad: np.ndarray, k: int, s: int, p: int)
 def test_pool_2d_back_max_special_values(w, k, s, p, n_threads):
     """Max pooling's backward pass with NaN, infinities, signed zeros and ties in the input and signed
     zeros and infinities in the gradient (2x2 windows with stride 2 run sixteen cells at a time on
-    AVX-512, 0028, here with 20-23 cells per row: a full and a masked part): bit for bit the scalar rule."""
+    AVX-512, eight on AVX2, 0028; here 20-23 cells per row: full and masked vectors): bit for bit the
+    scalar rule."""
     rng = _rng("pool back specials", w, k, s, p)
     x = rng.uniform(-1, 1, (2, 3, 9, w)).astype(np.float32)
     x.flat[::5] = np.nan
