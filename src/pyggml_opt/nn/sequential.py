@@ -16,14 +16,17 @@ from .registry import deserialize, serialize
 
 def application_order(layers: Sequence[Layer]) -> list[int]:
     """The order in which a Sequential applies its layers (indices): as given, except that a ReLU directly
-    before a max pooling runs after it. max(relu(x)) is relu(max(x)) value for value (ReLU keeps the
-    order of values and passes positive ones unchanged; a window of non-positive values gives 0 either
-    way), and so are the gradients (the same window element gets them, or none does); but the ReLU
-    and its backward pass then see the pooled tensor, a quarter of the values after 2x2 pooling.
-    (Only with NaN inputs may the two differ.)"""
+    before a max pooling whose padding is smaller than its window (every window holds an input value)
+    runs after it. max(relu(x)) is relu(max(x)) value for value (ReLU keeps the order of values and passes
+    positive ones unchanged; a window of values <= 0 gives 0 either way), and the gradients agree up to
+    the sign of zeros (the same window element gets them, or none does; NaN and infinite values aside);
+    but the ReLU and its backward pass then see the pooled tensor, a quarter of the values after 2x2
+    pooling. (A window entirely in the padding gives -FLT_MAX after the ReLU, 0 before it: no swap.)"""
     order = list(range(len(layers)))
     for i in range(len(order) - 1):
-        if type(layers[order[i]]) is ReLU and type(layers[order[i + 1]]) is MaxPool2d:
+        first, then = layers[order[i]], layers[order[i + 1]]
+        if type(first) is ReLU and type(then) is MaxPool2d and \
+                all(p < k for p, k in zip(then.padding, then.kernel_size)):
             order[i], order[i + 1] = order[i + 1], order[i]
     return order
 
@@ -47,7 +50,6 @@ class Sequential(Network):
         if len(set(names)) != len(names):
             raise ValueError(f"layer names must be unique, got {names}")
         self.layers, self.layer_names = list(layers), names
-        self._order = application_order(self.layers)
         if input_shape is not None:
             self.build(input_shape)
 
@@ -86,7 +88,7 @@ class Sequential(Network):
         """The layers in order (in the training graph when ``updates`` collects buffer updates), with
         the padding mask of the first layer carried as far as the layers keep the steps axis."""
         padding = self.layers[0].input_mask(x)
-        for i in self._order:
+        for i in application_order(self.layers):
             name, layer = self.layer_names[i], self.layers[i]
             own = own_tensors(layer, f"{name}.", params, padding)
             x = layer.forward(x, own) if updates is None else layer.forward_train(x, own, updates)
