@@ -206,8 +206,8 @@ class TrainingSession:
         """Free everything, returning the optimizer state read on the way: after the training graph's
         compute buffers are freed (the ggml-opt context is not evaluated again), so that its copy (twice
         the parameters' size, with AdamW) never adds to them at the end of fit."""
-        self.scheduler.close()
         try:
+            self.scheduler.close()
             return self.read_state(optimizer)
         finally:
             self.close()
