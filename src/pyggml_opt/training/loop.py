@@ -254,9 +254,8 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
     if optimizer_state is not None and not isinstance(optimizer_state, OptimizerState):
         raise TypeError(f"optimizer_state must be a model's optimizer_state, got {type(optimizer_state).__name__}")
 
-    x = check_x(model, x)
+    x = check_x(model, x)  # all of it: the shape too if built, else the build below takes x's shape
     model.ensure_built(x.shape[1:], seed)
-    x = check_x(model, x)
     n = x.shape[0]
     checkpoint = load_checkpoint(resume_from, model) if resume_from is not None else None
     if checkpoint is not None and checkpoint.loss.startswith(CUSTOM_LOSS) and not callable(loss):
