@@ -14,6 +14,7 @@ import pytest
 from support import FAST, X, Y, blobs, max_diff, mlp, same_weights
 
 import pyggml_opt as pgo
+from pyggml_opt.saving import load_checkpoint
 
 
 class Recorder(pgo.Callback):
@@ -155,6 +156,32 @@ def test_model_checkpoint_every_epoch(tmp_path, data, save_optimizer):
         loaded = pgo.load(tmp_path / f"ck-{i + 1}.gguf")
         assert same_weights(loaded.get_weights(), rec.weights[i])
     np.testing.assert_array_equal(pgo.load(tmp_path / "ck-3.gguf").predict(x[:7]), m.predict(x[:7]))
+
+
+@pytest.mark.skipif(not HAS_OPT_STATE, reason="the compiled extension predates vendor/patches/0002")
+def test_optimizer_state_views_equal_copies_and_are_read_only(tmp_path, data):
+    """trainer.optimizer_state(copy=False), what ModelCheckpoint writes: the AdamW moments as read-only
+    views (CPU) with the values of the copies, and the checkpoint holds the copies' values."""
+    x, y = data
+    seen = []
+
+    class Peek(pgo.Callback):
+        def on_epoch_end(self, model, epoch, logs):
+            views, copies = self.trainer.optimizer_state(copy=False), self.trainer.optimizer_state()
+            seen.append(copies)  # the views are valid only until the next step
+            for name, m in views.m.items():
+                assert not m.flags.writeable and not views.v[name].flags.writeable
+                np.testing.assert_array_equal(m, copies.m[name])
+                np.testing.assert_array_equal(views.v[name], copies.v[name])
+            assert (views.iter, views.step) == (copies.iter, copies.step)
+
+    m = mlp()
+    m.fit(x, y, epochs=2, batch_size=16, callbacks=[Peek(), pgo.ModelCheckpoint(tmp_path / "c{epoch}.gguf")], **FAST)
+    assert len(seen) == 2 and set(seen[0].m) == set(m.get_weights())
+    ck = load_checkpoint(tmp_path / "c2.gguf", m)
+    for name, copy in seen[1].m.items():
+        np.testing.assert_array_equal(ck.state.m[name], copy)
+        np.testing.assert_array_equal(ck.state.v[name], seen[1].v[name])
 
 
 @pytest.mark.parametrize("save_optimizer", SAVE_OPTIMIZER)

@@ -23,7 +23,7 @@ class Trainer(Protocol):
 
     optimizer: Optimizer
 
-    def optimizer_state(self) -> OptimizerState: ...
+    def optimizer_state(self, copy: bool = True) -> OptimizerState: ...
 
 
 class Callback:
@@ -195,7 +195,8 @@ class ModelCheckpoint(MonitorCallback):
             return
         path = self.path.format(epoch=epoch + 1)
         if self.save_optimizer and self.trainer is not None:
-            save_checkpoint(model, path, epoch + 1, self.trainer.optimizer_state(), model.history.to_dict())
+            # the moments as views, written at once: no copy of twice the parameters on top of fit's memory
+            save_checkpoint(model, path, epoch + 1, self.trainer.optimizer_state(copy=False), model.history.to_dict())
         else:
             save(model, path)
         self.saved.append(path)

@@ -78,9 +78,10 @@ class FitLoop:
         # fit's own loss graph: the metrics are computed here (ggml-opt counts an accuracy for its own loss only)
         self.host_metrics = HostMetrics(metrics, batch_size) if train.weighted else None
 
-    def optimizer_state(self) -> OptimizerState:
-        """The optimizer state now (for checkpoints)."""
-        return self.train.read_state(self.optimizer)
+    def optimizer_state(self, copy: bool = True) -> OptimizerState:
+        """The optimizer state now (for checkpoints). ``copy=False``: the AdamW moments may be read-only
+        views of the optimizer's memory, valid until the next training step (write them out at once)."""
+        return self.train.read_state(self.optimizer, copy)
 
     def resume(self, checkpoint: Checkpoint) -> None:
         """Continue after the checkpoint's completed epochs: restore the weights, the optimizer state

@@ -171,14 +171,17 @@ class TrainingSession:
                    BatchWriter(labels, (physical, width)) if labels is not None else None, in_graph, weighted,
                    {key: BatchWriter(t.ptr, t.shape) for key, t in graph.step_inputs.items()})
 
-    def read_state(self, optimizer: Optimizer) -> OptimizerState:
-        """The optimizer state between steps: ggml-opt's iteration and AdamW moments, the step count."""
+    def read_state(self, optimizer: Optimizer, copy: bool = True) -> OptimizerState:
+        """The optimizer state between steps: ggml-opt's iteration and AdamW moments, the step count.
+        ``copy=False``: the moments as read-only views of ggml-opt's memory where that is the host's,
+        valid until the next training step (for writing them out at once: a checkpoint then adds no
+        copy of twice the parameters to fit's memory)."""
         state = OptimizerState(optimizer.name, int(lib.ggml_opt_get_iter(self.opt_ctx.ptr)), optimizer.step)
         for name, t in self.graph.store.tensors.items():
             m, v = self._moments(t)
             if m != ffi.NULL and v != ffi.NULL:
-                state.m[name] = tensor_data.get(m, t.ndim)
-                state.v[name] = tensor_data.get(v, t.ndim)
+                state.m[name] = _moment(m, t.ndim, copy)
+                state.v[name] = _moment(v, t.ndim, copy)
         return state
 
     def write_state(self, optimizer: Optimizer, state: OptimizerState) -> None:
@@ -216,3 +219,12 @@ class TrainingSession:
         for owner in (self.result, self.opt_ctx, self.scheduler, self.graph, self.rows):
             if owner is not None:
                 owner.close()
+
+
+def _moment(t: CData, ndim: int, copy: bool) -> np.ndarray:
+    """An optimizer tensor as numpy: a copy, or without ``copy`` a read-only view of host memory."""
+    view = None if copy else tensor_data.host_view(t, tensor_data.shape_of(t, ndim))
+    if view is None:
+        return tensor_data.get(t, ndim)
+    view.flags.writeable = False
+    return view
