@@ -109,6 +109,15 @@ def epoch_gflop(model: str, n_train: int, n_val: int) -> float:
     return (n_train * (fwd + bwd) + n_val * fwd) / 1e9
 
 
+def mlp_layers(widths: list[int], linear, relu) -> list:
+    """Dense layers between consecutive ``widths`` with a ReLU between them, from either framework's
+    ``Linear`` and ``ReLU`` classes."""
+    layers: list = []
+    for k, n in zip(widths, widths[1:]):
+        layers += [linear(k, n), relu()]
+    return layers[:-1]
+
+
 def pgo_model(model: str) -> pgo.Sequential:
     """ggml's "mnist-fc" or "mnist-cnn", or cnn-bn, fc-wide, in pyggml_opt (weights initialised from seed 0)."""
     if model == "fc":
@@ -117,11 +126,7 @@ def pgo_model(model: str) -> pgo.Sequential:
         return pgo.models.mnist_cnn()
     L = pgo.layers
     if model in MLP:
-        w = MLP[model]
-        dense: list = []
-        for k, n in zip(w, w[1:]):
-            dense += [L.Linear(k, n), L.ReLU()]
-        return pgo.Sequential(dense[:-1], input_shape=(784,))
+        return pgo.Sequential(mlp_layers(MLP[model], L.Linear, L.ReLU), input_shape=(784,))
     layers: list = [L.Reshape((1, 28, 28))]
     for i, (c_in, c_out) in enumerate(CNN_BN):
         layers += [L.Conv2d(c_in, c_out, 3, padding=1), L.BatchNorm2d(c_out), L.ReLU()]
@@ -151,11 +156,7 @@ def torch_model(torch, model: str):
     """The same model in torch.nn (torch's default initialisation); parameters in pgo_model's order."""
     nn = torch.nn
     if model in MLP:
-        w = MLP[model]
-        dense: list = []
-        for k, n in zip(w, w[1:]):
-            dense += [nn.Linear(k, n), nn.ReLU()]
-        return nn.Sequential(*dense[:-1])
+        return nn.Sequential(*mlp_layers(MLP[model], nn.Linear, nn.ReLU))
     if model == "cnn-bn":
         layers: list = [nn.Unflatten(1, (1, 28, 28))]
         for i, (c_in, c_out) in enumerate(CNN_BN):
