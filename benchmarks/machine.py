@@ -157,12 +157,7 @@ def sgemm_peak(n_threads: int, torch=None, n: int = GEMM_N, reps: int = GEMM_REP
     gemm = GgmlOp(lib.ggml_mul_mat, rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32),
                   n_threads)
 
-    def ggml() -> None:
-        gemm.backend.wake()
-        gemm()
-        gemm.backend.rest()                      # no polling workers while PyTorch computes
-
-    timed = {"ggml": ggml}
+    timed = {"ggml": gemm}
     if torch is not None:
         torch.set_num_threads(n_threads)
         gen = torch.Generator().manual_seed(0)

@@ -1,8 +1,10 @@
 """The CPU backend's persistent thread pool (core/threadpool.py): results do not depend on it, it is
-replaced when the thread count changes, freed with its model, and a forked child runs without it."""
+replaced when the thread count changes, freed with its model, its workers sleep soon after the last
+graph, small graphs use it only while they come often, and a forked child runs without it."""
 import gc
 import multiprocessing as mp
 import os
+import time
 
 import numpy as np
 import pytest
@@ -22,6 +24,14 @@ def started_since(before: set[int]) -> int:
     thread of an earlier test (a queue feeder, a BLAS helper) exits meanwhile: a plain count once saw 9
     threads where 10 were expected."""
     return len(os_threads() - before)
+
+
+def cpu_seconds(tid: int) -> float:
+    """User + system CPU time of thread ``tid`` of this process (/proc/self/task/<tid>/stat: utime and
+    stime, the 14th and 15th fields, in clock ticks)."""
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def train(n_threads: int) -> dict:
@@ -79,3 +89,41 @@ def test_a_forked_child_computes_without_the_parents_pool():
     assert child.exitcode == 0
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(m.predict(X, n_threads=2), expected)  # the parent's pool still works
+
+
+def test_a_pools_worker_sleeps_within_milliseconds_of_the_last_graph():
+    # vendor patch 0029: a worker polls for the next graph for at most POLL (1) ms, then sleeps; it
+    # used ~80 ms of CPU polling after every graph before (its yields made the 131072 rounds long)
+    m = mlp()
+    before = os_threads()
+    m.predict(X, n_threads=2)
+    (worker,) = os_threads() - before
+    used = cpu_seconds(worker)
+    time.sleep(0.3)
+    assert cpu_seconds(worker) - used <= 0.02   # two clock ticks of slack for the 1 ms of polling
+    m.close()
+
+
+def test_small_graphs_run_on_the_pool_only_while_predict_is_called_often():
+    # batch-1 predicts of a small model: in a quick loop on the pool (its worker polls between the
+    # calls), spaced out on one thread (the sleeping worker is not woken); the outputs are the same
+    m = mlp()
+    before = os_threads()
+    m.predict(X[:1], n_threads=2)
+    (worker,) = os_threads() - before
+    rows = np.arange(400) % len(X)
+    used = cpu_seconds(worker)
+    quick = np.concatenate([m.predict(X[i:i + 1]) for i in rows])
+    quick_cpu = cpu_seconds(worker) - used
+    time.sleep(0.01)
+    used = cpu_seconds(worker)
+    apart = []
+    for i in rows[:40]:
+        time.sleep(0.005)   # 10x POLLING_S
+        apart.append(m.predict(X[i:i + 1]))
+    apart_cpu = cpu_seconds(worker) - used
+    assert quick_cpu > 0      # ~0.02-0.05 s of 400 calls: polling and computing, at 100 ticks per second
+    assert apart_cpu <= 0.01  # asleep through 40 calls over 0.2 s (one tick of slack)
+    np.testing.assert_array_equal(np.concatenate(apart), quick[:40])
+    np.testing.assert_allclose(quick, m.predict(X[rows]), rtol=1e-6, atol=1e-6)
+    m.close()

@@ -8,7 +8,8 @@ from .handle import ClosedError, Handle
 from .opt_context import LOSS_TYPES, OptContext, loss_type
 from .result import Result
 from .scheduler import GRAPH_SIZE, Scheduler
+from .threadpool import POLLING_S
 
 __all__ = ["ArrayBuffer", "Backend", "Buffer", "ClosedError", "Context", "Dataset", "Device", "GGUFFile", "GRAPH_SIZE", "Handle",
-           "LOSS_TYPES", "OptContext", "loss_type", "Result", "Scheduler", "default_n_threads", "devices",
+           "POLLING_S", "LOSS_TYPES", "OptContext", "loss_type", "Result", "Scheduler", "default_n_threads", "devices",
            "find_device"]

@@ -1,7 +1,9 @@
 """Backends (CPU, CUDA, Metal, ...), their devices, and backend buffers."""
 from __future__ import annotations
 
+import math
 import os
+import time
 from dataclasses import dataclass
 
 from .._lib import CData, c_str, cpu_proc, ffi, lib
@@ -121,6 +123,7 @@ class Backend(Handle):
         self.device_name = c_str(lib.ggml_backend_dev_name(dev))
         self.is_cpu = lib.ggml_backend_dev_type(dev) == lib.GGML_BACKEND_DEVICE_TYPE_CPU
         self._pool = PoolSlot(self.ptr) if self.is_cpu else None
+        self._last_graph = -math.inf  # time.perf_counter() at the end of the last graph computed here
         if self.is_cpu:
             self.set_n_threads(n_threads)
 
@@ -135,15 +138,19 @@ class Backend(Handle):
             assert self._pool is not None  # every CPU backend has one
             self._pool.use(n_threads)
 
-    def rest(self) -> None:
-        """Put the CPU backend's worker threads to sleep until the next graph (end of a call)."""
-        if self._pool is not None:
-            self._pool.rest()
+    def computed(self) -> None:
+        """Note that a graph just ran on this backend (``idle_s``)."""
+        self._last_graph = time.perf_counter()
 
-    def wake(self) -> None:
-        """Use the CPU backend's worker threads again after ``rest``."""
-        if self._pool is not None:
-            self._pool.wake()
+    @property
+    def idle_s(self) -> float:
+        """Seconds since a graph last ran on this backend (through an ``OptContext``); inf if none did."""
+        return time.perf_counter() - self._last_graph
+
+    @property
+    def pooled(self) -> bool:
+        """A CPU backend whose graphs run on a thread pool (more than one thread)."""
+        return self._pool is not None and self._pool.pool is not None
 
     def close(self) -> None:
         """Free the backend (and its thread pool) now (idempotent)."""

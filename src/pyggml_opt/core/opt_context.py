@@ -140,6 +140,8 @@ class OptContext(Handle):
             lib.ggml_opt_eval(self.ptr, result.ptr if result is not None else ffi.NULL)
         finally:
             _evaluating.optimizer = None
+        for backend in self.scheduler.backends:
+            backend.computed()
         if self.optimizer is not None:
             self.optimizer.raise_pending()
 

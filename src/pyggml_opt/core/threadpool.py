@@ -3,11 +3,13 @@
 Without a pool of its own, ggml's CPU backend starts and joins its worker threads for every graph it
 computes; a training step of a small model is then mostly thread start-up (a small MLP fit + predict
 on 2 threads: 29-41 ms without a pool, 13 ms with one; benchmarks/CPU_SPEED.md). A pool's workers poll
-for the next graph for a while (``POLL``), yielding their core between checks
-(vendor/patches/0011), then sleep until woken. At the end of each fit / predict / evaluate the pool is
-put to sleep at once (``rest``): a pool left polling while another model computes would compete with
-it for the cores (a small fit took 14 or 155 ms depending on whether the last model's pool was
-still polling).
+for the next graph for at most ``POLL`` milliseconds, yielding their core between checks (vendor
+patches 0011 and 0029), then sleep until woken. Waking a sleeping worker costs more than a small
+graph's work: the forward cache runs a small graph on the pool only while graphs come less than
+``POLLING_S`` apart (``Backend.idle_s``), when its workers still poll. After its model's last graph a
+pool competes with other work for at most those milliseconds (before 0029 it polled ~80 ms, and was
+paused at the end of every call: a small fit took 14 or 155 ms depending on whether the last model's
+pool was still polling).
 
 ``PYGGML_OPT_THREAD_POOL=0`` in the environment turns pools off (threads started per graph, as ggml
 does by default), for comparisons (benchmarks/bench_contention.py).
@@ -24,9 +26,13 @@ import weakref
 from .._lib import CData, cpu_proc, ffi, lib
 from .handle import Handle
 
-# ggml's polling level: workers check for the next graph 131072 * POLL times before they sleep.
-# 0 (sleep at once) made each graph wait for its workers to wake: no faster than no pool at all.
+# ggml's polling level: workers check for the next graph for at most POLL ms (and 131072 * POLL times)
+# before they sleep. 0 (sleep at once) made each graph wait for its workers to wake: no faster than no
+# pool at all.
 POLL = 1
+# how long after a graph its workers count as polling: half of POLL, a margin for a worker that
+# finished its share of the graph before the calling thread
+POLLING_S = POLL / 2000
 
 _NEW = "struct ggml_threadpool * (*)(struct ggml_threadpool_params *)"
 _FREE = "void (*)(struct ggml_threadpool *)"
@@ -54,25 +60,9 @@ class PoolSlot:
 
     def __init__(self, backend_ptr: CData) -> None:
         self.backend_ptr = backend_ptr
-        # looked up once: rest / wake run at every predict, and the lookup through the backend
-        # registry cost about as much as the rest of them (the CPU backend's code stays loaded)
         self._set_pool = cpu_proc("ggml_backend_cpu_set_threadpool", _SET)
         self.pool: ThreadPool | None = None
-        self.resting = False  # the pool is detached (paused: its workers sleep) until wake()
         _slots.add(self)
-
-    def rest(self) -> None:
-        """Put the pool's workers to sleep now, instead of letting them poll for a next graph that is
-        not coming (the end of a fit or a predict): detaching a pool pauses it."""
-        if self.pool is not None and not self.resting:
-            self._set(ffi.NULL)
-            self.resting = True
-
-    def wake(self) -> None:
-        """Attach the pool again (its workers wake with the next graph)."""
-        if self.pool is not None and self.resting:
-            self._set(self.pool.ptr)
-            self.resting = False
 
     def _set(self, pool_ptr: CData) -> None:
         if self._set_pool is not None:
@@ -82,15 +72,11 @@ class PoolSlot:
         """Run the backend's graphs on a pool of ``n_threads`` (none for one thread, or with pools off)."""
         if os.environ.get("PYGGML_OPT_THREAD_POOL", "1") == "0":
             n_threads = 1
-        if (self.pool.n_threads if self.pool is not None else 1) == n_threads:
-            self.wake()
-            return
-        if self._set_pool is None:
+        if (self.pool.n_threads if self.pool is not None else 1) == n_threads or self._set_pool is None:
             return
         old = self.pool
         self.pool = ThreadPool(n_threads) if n_threads > 1 else None
         self._set(self.pool.ptr if self.pool is not None else ffi.NULL)
-        self.resting = False
         if old is not None:
             old.close()
 

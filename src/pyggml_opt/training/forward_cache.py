@@ -6,25 +6,26 @@ the graph layer by layer in Python took more time than computing it for small mo
 Each has a scheduler of its own over the session's backends (sharing their thread pools): ggml-opt
 skips re-allocating a graph it allocated last on its scheduler (``allocated_graph``), so two contexts
 on one scheduler would overwrite each other's allocations. A session keeps a few of them, by batch
-size, in a ``ForwardCache``. A graph too small to gain from more threads (``SMALL_GRAPH_FLOP``: mnist-fc
-or mnist-cnn at batch 1 or 2) runs on a CPU backend of one thread without a pool, computing in the
-calling thread: waking the session's pool cost more than such a graph's work (mnist-fc at batch 1,
-2 idle cores: 44 us computed on the pool, 15 us of it compute; with both cores busy elsewhere a
-predict took 650 us on the pool, 47 us on one thread), and the pool's workers stay asleep. predict
-builds one for a batch size only when that size comes again, in the same call (its next batch) or in
-a later one (building a static graph costs several evaluations: a caller whose every call has a new
-number of samples keeps ggml-opt's allocation-based graphs, built per batch, as before). A call of
-several full batches runs them all on the cached graph: one compute buffer (fit's validation: the
-first batch on an allocation-based graph kept a second buffer of the size of the cached one).
+size, in a ``ForwardCache``. A graph too small to gain from more threads than the ones polling
+(``SMALL_GRAPH_FLOP``: mnist-fc or mnist-cnn at batch 1 or 2) runs on the session's thread pool only
+while graphs come less than ``POLLING_S`` apart (a loop of predicts: the pool's workers poll between
+them), and else on a CPU backend of one thread without a pool, computing in the calling thread: waking a sleeping
+pool cost more than such a graph's work (mnist-fc at batch 1, 2 idle cores: 110 us on a sleeping
+pool, 44 us on one thread, 34 us on a polling pool; with both cores busy elsewhere a predict took
+650 us on the pool, 47 us on one thread). Such a graph is built a second time for the one thread
+when needed (``StaticForward.one_thread``). predict builds one for a batch size only when that size
+comes again, in the same call (its next batch) or in a later one (building a static graph costs
+several evaluations: a caller whose every call has a new number of samples keeps ggml-opt's
+allocation-based graphs, built per batch, as before). A call of several full batches runs them all on
+the cached graph: one compute buffer (fit's validation: the first batch on an allocation-based graph
+kept a second buffer of the size of the cached one).
 """
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from typing import Callable
-
 import numpy as np
 
-from ..core import Backend, OptContext, Scheduler
+from ..core import POLLING_S, Backend, OptContext, Scheduler
 from ..nn import ForwardGraph, Network, ParamStore
 
 CACHED_SIZES = 2  # batch sizes kept per session: a loop's full batches and its remainder
@@ -35,18 +36,18 @@ SEEN_SIZES = 8    # the batch sizes last asked for without a cached graph (``get
 
 class StaticForward:
     """``network``'s forward graph for ``batch`` samples over the parameters in ``store``, as a static
-    forward-only ggml-opt context on a scheduler of its own over ``backends`` (the store's first), or
-    over ``small`` alone if given and the graph has fewer than ``SMALL_GRAPH_FLOP`` operations.
+    forward-only ggml-opt context on a scheduler of its own over ``backends`` (the store's first).
     It reads the parameters at every evaluation, so it sees weights changed in place (fit, set_weights)."""
 
-    def __init__(self, network: Network, store: ParamStore, batch: int, backends: list[Backend],
-                 small: Callable[[], Backend] | None = None) -> None:
+    def __init__(self, network: Network, store: ParamStore, batch: int, backends: list[Backend]) -> None:
         self.batch, self.store = batch, store
         self._pending = False
+        # the same graph on one thread without a pool (small graphs, built by ForwardCache when needed)
+        self.one_thread: StaticForward | None = None
         self.graph = ForwardGraph(network, store, batch, static=True, readable=True)
         try:
-            if small is not None and self.graph.flop() < SMALL_GRAPH_FLOP:
-                backends = [small()]
+            # a graph that runs on a pool, too small to be worth waking its workers
+            self.small = backends[0].pooled and self.graph.flop() < SMALL_GRAPH_FLOP
             self.scheduler = Scheduler(backends)
             # "sum": a loss that needs no labels; ggml-opt adds it to every graph, its value is unused
             self.opt_ctx = OptContext(self.scheduler, "sum", static=(self.graph.ctx_compute, self.graph.inputs,
@@ -77,8 +78,9 @@ class StaticForward:
         return self.graph.output()
 
     def close(self) -> None:
-        """Free the context, its scheduler and the graph (idempotent; not the parameters)."""
-        for name in ("opt_ctx", "scheduler", "graph"):
+        """Free the context, its scheduler and the graph, and the one-thread copy (idempotent; not the
+        parameters)."""
+        for name in ("one_thread", "opt_ctx", "scheduler", "graph"):
             owner = getattr(self, name, None)
             if owner is not None:
                 owner.close()
@@ -99,9 +101,16 @@ class ForwardCache:
             self._single = Backend("cpu", 1)
         return self._single
 
+    def _graphs_come_often(self) -> bool:
+        # a graph ran on the session's backend or the one-thread one less than POLLING_S ago: the
+        # pool's workers still poll, or are worth waking once (they then poll between the calls)
+        backends = [self.backends[0]] + ([self._single] if self._single is not None else [])
+        return min(b.idle_s for b in backends) < POLLING_S
+
     def get(self, network: Network, store: ParamStore, batch: int, first_use: bool = True) -> StaticForward | None:
         """The graph of ``network`` for ``batch`` samples over ``store``, built if not cached; with
-        ``first_use=False`` None instead when ``batch`` was not asked for lately (not worth building)."""
+        ``first_use=False`` None instead when ``batch`` was not asked for lately (not worth building).
+        A small graph comes on one thread unless the session's pool is polling."""
         if any(g.store is not store for g in self._graphs.values()):
             # the network's parameters were replaced (rebuilt, moved to another backend and back):
             # graphs over the old store would read freed memory
@@ -117,11 +126,15 @@ class ForwardCache:
                 return None
             while len(self._graphs) >= self.size:
                 self._graphs.popitem(last=False)[1].close()
-            # small graphs on one thread, for a CPU session only (a device's graph stays on the device)
-            small = self._single_thread if self.backends[0].is_cpu else None
-            graph = self._graphs[batch] = StaticForward(network, store, batch, self.backends, small)
+            graph = self._graphs[batch] = StaticForward(network, store, batch, self.backends)
         self._graphs.move_to_end(batch)
-        return graph
+        if not graph.small or self._graphs_come_often():
+            return graph
+        if graph.one_thread is None or not graph.one_thread.usable:
+            if graph.one_thread is not None:
+                graph.one_thread.close()
+            graph.one_thread = StaticForward(network, store, batch, [self._single_thread()])
+        return graph.one_thread
 
     def run(self, network: Network, store: ParamStore, xb: np.ndarray) -> np.ndarray:
         """``network``'s outputs for the batch ``xb`` (its first axis: the batch size), on a cached graph."""

@@ -70,8 +70,6 @@ def session_for(network: Network, backend: str | None, n_threads: int | None) ->
         network.attach(SESSION, s)
     elif n_threads is not None:
         s.set_n_threads(n_threads)
-    for b in s.scheduler.backends:
-        b.wake()
     network.backend = device
     return s
 
@@ -85,10 +83,6 @@ def exclusive_use(network: Network) -> Iterator[Network]:
     try:
         yield network
     finally:
-        s: Session | None = network.attachment(SESSION)
-        if s is not None and network.busy is None:  # not a predict from a callback inside fit
-            for b in s.scheduler.backends:
-                b.rest()
         network.lock.release()
 
 
