@@ -464,13 +464,15 @@ def test_im2col_and_back(shape, k, s, p, d, n_threads):
 # output pixel of the batch (kernel gradient), checked with _check's bound against float64 sums of the
 # same float32 inputs. Shapes: "same" convolutions (the shifted-run im2col), strides, dilations,
 # padding wider than the kernel's reach, one image (fewer than the threads), and blocks of fewer rows
-# than the image (1 and 3 rows per block: taps x width beyond the 16384-float block).
+# than the image (1 and 3 rows per block: taps x width beyond the 16384-float block). The "same"
+# convolutions (3x3, 5x5, dilated 3x3, 1x1) take the shifted-run im2col, on AVX-512 builds 16 cells at
+# a time (0030), over rows narrower and wider than 16 cells and blocks that end inside a vector.
 CONV2D_SHAPES = [((1, 1, 5, 7), 2), ((2, 3, 9, 8), 4), ((5, 8, 14, 14), 16), ((2, 64, 6, 32), 3),
                  ((3, 16, 20, 30), 5)]          # (numpy x (N, C, H, W), c_out)
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
-@pytest.mark.parametrize("k,s,p,d", CONV_CASES + [(3, 1, 3, 1), (1, 1, 0, 1)])
+@pytest.mark.parametrize("k,s,p,d", CONV_CASES + [(3, 1, 3, 1), (1, 1, 0, 1), (5, 1, 2, 1)])
 @pytest.mark.parametrize("shape,c_out", CONV2D_SHAPES)
 def test_conv_2d_direct_and_backward(shape, c_out, k, s, p, d, n_threads):
     n, c, h, w = shape
