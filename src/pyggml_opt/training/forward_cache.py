@@ -6,15 +6,14 @@ the graph layer by layer in Python took more time than computing it for small mo
 Each has a scheduler of its own over the session's backends (sharing their thread pools): ggml-opt
 skips re-allocating a graph it allocated last on its scheduler (``allocated_graph``), so two contexts
 on one scheduler would overwrite each other's allocations. A session keeps a few of them, by batch
-size, in a ``ForwardCache``. A graph too small to gain from more threads than the ones polling
+size, in a ``ForwardCache``. A graph too small to be worth waking a pool's workers for
 (``SMALL_GRAPH_FLOP``: mnist-fc or mnist-cnn at batch 1 or 2) runs on the session's thread pool only
-while graphs come less than ``POLLING_S`` apart (a loop of predicts: the pool's workers poll between
-them), and else on a CPU backend of one thread without a pool, computing in the calling thread: waking a sleeping
-pool cost more than such a graph's work (mnist-fc at batch 1, 2 idle cores: 110 us on a sleeping
-pool, 44 us on one thread, 34 us on a polling pool; with both cores busy elsewhere a predict took
-650 us on the pool, 47 us on one thread). Such a graph is built a second time for the one thread
-when needed (``StaticForward.one_thread``). predict builds one for a batch size only when that size
-comes again, in the same call (its next batch) or in a later one (building a static graph costs
+while graphs come less than ``POLLING_S`` apart (a loop of predicts: the workers poll between them),
+and else on a CPU backend of one thread without a pool, computing in the calling thread (mnist-fc at
+batch 1, 2 idle cores: 110 us on a sleeping pool, 44 us on one thread, 34 us on a polling pool; with
+both cores busy elsewhere a predict took 650 us on the pool, 47 us on one thread). Such a graph is
+built a second time for the one thread when needed (``StaticForward.one_thread``). predict builds one
+for a batch size only when that size comes again, in the same call (its next batch) or in a later one (building a static graph costs
 several evaluations: a caller whose every call has a new number of samples keeps ggml-opt's
 allocation-based graphs, built per batch, as before). A call of several full batches runs them all on
 the cached graph: one compute buffer (fit's validation: the first batch on an allocation-based graph
@@ -110,7 +109,7 @@ class ForwardCache:
     def get(self, network: Network, store: ParamStore, batch: int, first_use: bool = True) -> StaticForward | None:
         """The graph of ``network`` for ``batch`` samples over ``store``, built if not cached; with
         ``first_use=False`` None instead when ``batch`` was not asked for lately (not worth building).
-        A small graph comes on one thread unless the session's pool is polling."""
+        A small graph comes on one thread unless graphs came less than ``POLLING_S`` ago."""
         if any(g.store is not store for g in self._graphs.values()):
             # the network's parameters were replaced (rebuilt, moved to another backend and back):
             # graphs over the old store would read freed memory
