@@ -465,8 +465,8 @@ def test_im2col_and_back(shape, k, s, p, d, n_threads):
 # same float32 inputs. Shapes: "same" convolutions (the shifted-run im2col), strides, dilations,
 # padding wider than the kernel's reach, one image (fewer than the threads), and blocks of fewer rows
 # than the image (1 and 3 rows per block: taps x width beyond the 16384-float block). The "same"
-# convolutions (3x3, 5x5, dilated 3x3, 1x1) take the shifted-run im2col, a vector of cells at a time on
-# AVX-512 and AVX2 builds (0030), over rows narrower and wider than a vector and blocks that end inside one.
+# convolutions (3x3, 5x5, dilated 3x3, 1x1) take the shifted-run im2col, 16 cells at a time on AVX-512
+# builds (0030), over rows narrower and wider than a vector and blocks that end inside one.
 CONV2D_SHAPES = [((1, 1, 5, 7), 2), ((2, 3, 9, 8), 4), ((5, 8, 14, 14), 16), ((2, 64, 6, 32), 3),
                  ((3, 16, 20, 30), 5)]          # (numpy x (N, C, H, W), c_out)
 

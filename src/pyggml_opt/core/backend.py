@@ -124,6 +124,7 @@ class Backend(Handle):
         self.is_cpu = lib.ggml_backend_dev_type(dev) == lib.GGML_BACKEND_DEVICE_TYPE_CPU
         self._pool = PoolSlot(self.ptr) if self.is_cpu else None
         self._last_graph = -math.inf  # time.perf_counter() at the end of the last graph computed here
+        self.n_threads = 1            # the CPU backend's threads (set_n_threads)
         if self.is_cpu:
             self.set_n_threads(n_threads)
 
@@ -137,6 +138,7 @@ class Backend(Handle):
             fn(self.ptr, n_threads)
             assert self._pool is not None  # every CPU backend has one
             self._pool.use(n_threads)
+            self.n_threads = n_threads
 
     def computed(self) -> None:
         """Note that a graph just ran on this backend (``idle_s``)."""

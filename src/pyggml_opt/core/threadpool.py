@@ -14,9 +14,10 @@ pool was still polling).
 ``PYGGML_OPT_THREAD_POOL=0`` in the environment turns pools off (threads started per graph, as ggml
 does by default), for comparisons (benchmarks/bench_contention.py).
 
-A forked child has none of its parent's threads: ``os.register_at_fork`` makes every backend forget its
-pool in the child (the pool's memory is left alone: freeing it would wait for threads that do not exist
-there), and the child's graphs run as without a pool.
+A forked child has none of its parent's threads: ``os.register_at_fork`` detaches (pauses) every pool
+before the fork and attaches it again in the parent, and makes every backend forget its pool in the
+child (the pool's memory is left alone: freeing it would wait for threads that do not exist there), so
+the child's graphs run as without a pool.
 """
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ class PoolSlot:
         _slots.discard(self)
 
     def _forget(self) -> None:
-        # in a forked child: the pool's threads are gone; never free it, never use it again
+        # in a forked child: the pool's threads are gone; never free it, never use it again (detached
+        # before the fork already: this _set finds no pool to pause)
         if self.pool is not None:
             self._set(ffi.NULL)
             self.pool.abandon()
@@ -96,10 +98,26 @@ class PoolSlot:
 _slots: "weakref.WeakSet[PoolSlot]" = weakref.WeakSet()
 
 
+def _detach_pools_before_fork() -> None:
+    # the child would otherwise detach them itself (_forget), and detaching pauses a pool under its
+    # mutex, which one of the parent's workers may hold at the moment of the fork (it takes it when it
+    # stops polling): pause them here, where the workers exist
+    for slot in list(_slots):
+        if slot.pool is not None:
+            slot._set(ffi.NULL)
+
+
+def _attach_pools_after_fork_in_parent() -> None:
+    for slot in list(_slots):
+        if slot.pool is not None:
+            slot._set(slot.pool.ptr)
+
+
 def _forget_pools_after_fork() -> None:
     for slot in list(_slots):
         slot._forget()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pools_after_fork)
+    os.register_at_fork(before=_detach_pools_before_fork, after_in_parent=_attach_pools_after_fork_in_parent,
+                        after_in_child=_forget_pools_after_fork)

@@ -45,8 +45,8 @@ class StaticForward:
         self.one_thread: StaticForward | None = None
         self.graph = ForwardGraph(network, store, batch, static=True, readable=True)
         try:
-            # a graph that runs on a pool, too small to be worth waking its workers
-            self.small = backends[0].pooled and self.graph.flop() < SMALL_GRAPH_FLOP
+            # too small to be worth waking a pool's workers for (ForwardCache.get)
+            self.small = backends[0].is_cpu and self.graph.flop() < SMALL_GRAPH_FLOP
             self.scheduler = Scheduler(backends)
             # "sum": a loss that needs no labels; ggml-opt adds it to every graph, its value is unused
             self.opt_ctx = OptContext(self.scheduler, "sum", static=(self.graph.ctx_compute, self.graph.inputs,
@@ -109,7 +109,8 @@ class ForwardCache:
     def get(self, network: Network, store: ParamStore, batch: int, first_use: bool = True) -> StaticForward | None:
         """The graph of ``network`` for ``batch`` samples over ``store``, built if not cached; with
         ``first_use=False`` None instead when ``batch`` was not asked for lately (not worth building).
-        A small graph comes on one thread unless graphs came less than ``POLLING_S`` ago."""
+        A small graph comes on one thread unless the session's thread pool polls (graphs came less than
+        ``POLLING_S`` ago); with pools off (``PYGGML_OPT_THREAD_POOL=0``) always."""
         if any(g.store is not store for g in self._graphs.values()):
             # the network's parameters were replaced (rebuilt, moved to another backend and back):
             # graphs over the old store would read freed memory
@@ -127,7 +128,8 @@ class ForwardCache:
                 self._graphs.popitem(last=False)[1].close()
             graph = self._graphs[batch] = StaticForward(network, store, batch, self.backends)
         self._graphs.move_to_end(batch)
-        if not graph.small or self._graphs_come_often():
+        main = self.backends[0]
+        if not graph.small or main.n_threads == 1 or (main.pooled and self._graphs_come_often()):
             return graph
         if graph.one_thread is None or not graph.one_thread.usable:
             if graph.one_thread is not None:
