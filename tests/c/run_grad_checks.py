@@ -134,6 +134,13 @@ KNOWN_FAILURES: dict[str, list[Known]] = {
         # float64 within a bound, tests/test_batchnorm.py the gradients against float64 differences
         Known(re.compile(r"^BATCH_NORM\(ne="), "maa", _FD_NOISE, max_maa=0.2),
     ],
+    "CONV_2D": [
+        # vendor patch 0023's backward passes: a CI run and 2 of 150 runs (--repeat) failed one f32
+        # case each, MAA 1.6e-4 ([9,8,2,3] x [3,2,2,5], stride 2 / 3) and 2.4e-4 ([5,5,1,2] x [5,5,1,2],
+        # padding 4 / 0), different cases; tests/test_cpu_kernels.py checks both backward passes
+        # against float64 within a bound for many shapes
+        Known(re.compile(r"^CONV_2D\(ne_input=.*type_kernel=f32,"), "maa", _FD_NOISE, max_maa=1e-3),
+    ],
     "MUL_MAT": [
         # About one run in four, one f32 case: MAA 1.0e-4..3.2e-3 (measured over ~25 runs, k=4 and
         # k=256 alike), never the same case twice in a row.
