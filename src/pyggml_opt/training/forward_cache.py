@@ -22,6 +22,7 @@ allocation-based graph kept a second buffer of the size of the cached one).
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+
 import numpy as np
 
 from ..core import POLLING_S, Backend, OptContext, Scheduler
