@@ -81,6 +81,7 @@ OUT_PROD_SHAPES = [
     (1, 1, 1), (1, 7, 3), (7, 1, 3), (16, 6, 8), (17, 5, 9), (15, 7, 257), (33, 13, 256),
     (8, 1, 600), (1, 9, 255), (100, 37, 31), (784, 10, 50), (31, 500, 10), (40, 300, 20),
     (130, 45, 300),  # packed A read k by k (0021): two k blocks, a last row tile of 1 or 3 rows
+    (70, 200, 530),  # packed A in chunks of 16 k (0031): a last chunk of 1 k, two row blocks of A
 ]
 
 
