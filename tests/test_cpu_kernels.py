@@ -82,6 +82,7 @@ OUT_PROD_SHAPES = [
     (8, 1, 600), (1, 9, 255), (100, 37, 31), (784, 10, 50), (31, 500, 10), (40, 300, 20),
     (130, 45, 300),  # packed A read k by k (0021): two k blocks, a last row tile of 1 or 3 rows
     (70, 200, 530),  # packed A in chunks of 16 k (0031): a last chunk of 1 k, two row blocks of A
+    (10, 24, 50),    # one column strip, few rows: split by rows between the threads (0033)
 ]
 
 
@@ -149,7 +150,8 @@ MUL_MAT_SHAPES = [
     (1, 1, 1), (1, 7, 8), (7, 1, 8), (17, 5, 9), (16, 16, 16), (33, 13, 784), (500, 10, 500),
     (10, 500, 500), (500, 500, 10), (13, 37, 257), (16, 6, 1), (17, 6, 9), (47, 100, 600),
     (100, 7, 257), (392, 8, 9), (40, 300, 20),
-    (6, 9, 40), (10, 500, 784),  # the packed GEMM's narrowest products (0033): 6 and 10 columns
+    (6, 130, 40), (10, 500, 784),  # the packed GEMM's narrowest products (0033): 6 and 10 columns,
+    (10, 24, 50), (5, 200, 30),    # and the narrow ones it leaves to vec_dot / tinyBLAS
 ]
 
 
