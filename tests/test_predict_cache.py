@@ -66,6 +66,23 @@ def test_several_full_batches_use_only_the_cached_graph():
     assert s.inference is not None
 
 
+def test_cached_graph_returns_copies_and_converts_inputs():
+    """A cached graph takes its batch through a numpy view of its input and hands out a copy of its
+    outputs: an earlier result must not change with the next call, and float64 or Fortran-ordered
+    batches must give the results of the same samples as float32 rows."""
+    m = mlp()
+    ref = fresh(m)
+    results = [m.predict(X[i:i + 10], n_threads=1) for i in (0, 10, 20)]  # the 2nd and 3rd: cached graph
+    assert cached_sizes(m) == 1
+    for i, got in zip((0, 10, 20), results):
+        np.testing.assert_array_equal(got, ref.predict(X[i:i + 10], n_threads=1))
+    batch = X[30:40]
+    as_f64, as_fortran = batch.astype(np.float64), np.asfortranarray(batch)
+    np.testing.assert_array_equal(m.predict(as_f64, n_threads=1), ref.predict(batch, n_threads=1))
+    np.testing.assert_array_equal(m.predict(as_fortran, n_threads=1), ref.predict(batch, n_threads=1))
+    np.testing.assert_array_equal(as_f64, batch)  # the caller's arrays are only read
+
+
 def test_cached_graph_sees_new_weights_after_fit():
     m = mlp()
     before = m.predict(X, batch_size=32, n_threads=1)

@@ -95,7 +95,8 @@ class ForwardGraph:
         if out.ptr.type != lib.GGML_TYPE_F32:
             raise ValueError("the model's output must be float32")
         out = contiguous(out)
-        if self.labels is not None or readable:
+        out_static = self.labels is not None or readable
+        if out_static:
             assert self.ctx_static is not None  # static (checked above)
             out = Tensor(lib.ggml_cont(self.ctx_static.ptr, out.ptr), self.ctx_compute, self.ctx_static, out.ndim)
         if self.ctx_static is not None:
@@ -106,6 +107,14 @@ class ForwardGraph:
         self.outputs = out.ptr
         lib.ggml_set_name(self.outputs, b"outputs")
         lib.ggml_set_output(self.outputs)
+        # numpy views of the input and the outputs where they live in a static buffer in host memory:
+        # a batch of one sample spends more time in tensor_data's checks than in the copy
+        self._input_view = self._output_view = None
+        if self.buf_static is not None:
+            if rows_of is None:
+                self._input_view = tensor_data.host_view(inp, shape)
+            if out_static:
+                self._output_view = tensor_data.host_view(self.outputs, out.shape)
         self.gf: CData | None = None
         if not static:
             self.gf = lib.ggml_new_graph_custom(self.ctx_compute.ptr, GRAPH_SIZE, False)
@@ -113,10 +122,15 @@ class ForwardGraph:
 
     def set_input(self, xb: np.ndarray) -> None:
         """Write one batch (``batch`` rows) into the input, once it is allocated."""
-        tensor_data.set(self.inputs, xb)
+        if self._input_view is not None:
+            self._input_view[...] = xb.reshape(self._input_view.shape)
+        else:
+            tensor_data.set(self.inputs, xb)
 
     def output(self) -> np.ndarray:
-        """The outputs of the last evaluation, (batch, *output_shape)."""
+        """The outputs of the last evaluation, (batch, *output_shape): a copy."""
+        if self._output_view is not None:
+            return self._output_view.copy()
         return tensor_data.get(self.outputs, self.out.ndim)
 
     def flop(self) -> int:
@@ -136,6 +150,7 @@ class ForwardGraph:
         return total
 
     def close(self) -> None:
+        self._input_view = self._output_view = None  # views of the static buffer freed here
         for owner in (self.buf_static, self.ctx_static, self.ctx_compute):
             if owner is not None:
                 owner.close()
