@@ -20,6 +20,7 @@ ulps for the rounding of the inputs' own sum, against a float64 reference of the
 """
 from __future__ import annotations
 
+import itertools
 import zlib
 
 import numpy as np
@@ -988,3 +989,61 @@ def test_gelu_limits(n_threads):
         np.testing.assert_array_equal(got[at], np.float32(want), err_msg=f"gelu({v})")
         np.testing.assert_array_equal(got_back[at], np.float32(want_back), err_msg=f"gelu_back({v})")
     assert np.isnan(got[np.isnan(x)]).all() and np.isnan(got_back[np.isnan(x)]).all()
+
+
+# CONT of permuted views (vendor patch 0034: rows copied in one contiguous range per thread, transposed
+# views in 16 x 16 tiles): every permutation of 4-d tensors whose sizes are not multiples of the tile,
+# with 1-sized dims, in the 4-byte and 2-byte types, must be an exact copy of numpy's transpose.
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float16])
+@pytest.mark.parametrize("shape", [(3, 5, 17, 33), (2, 1, 40, 7), (1, 2, 16, 31)])
+def test_cont_of_permuted_views(shape, dtype, n_threads):
+    x = _rng("cont", shape).uniform(-1000, 1000, shape).astype(dtype)
+    g = _Graph(n_threads)
+    t = g.leaf(x, dtype)
+    perms = list(itertools.permutations(range(4)))
+    outs = [lib.ggml_cont(g.ctx.ptr, lib.ggml_permute(g.ctx.ptr, t, *p)) for p in perms]
+    for p, got in zip(perms, g.compute(*outs)):
+        # ggml_permute puts ggml dim i (numpy axis 3 - i) at position p[i]
+        src_dim = {pos: i for i, pos in enumerate(p)}
+        np.testing.assert_array_equal(got, np.transpose(x, [3 - src_dim[3 - j] for j in range(4)]), err_msg=f"{p}")
+
+
+def _check_softmax(got: np.ndarray, z: np.ndarray) -> None:
+    """``got`` against softmax over the last axis of the float64 scores ``z``: each z - max is rounded to
+    float32 before exp (relative error |z - max| 2**-24 in the result), exp and the normalisation round
+    in float32 (ggml's vectorised expf is within a few ulps): 16 ulps more, and 1e-37 absolute below
+    float32's normal range."""
+    d = z - z.max(axis=-1, keepdims=True)
+    ref = np.exp(d) / np.exp(d).sum(axis=-1, keepdims=True)
+    tol = ref * (np.abs(np.where(np.isfinite(d), d, 0.0)) * EPS32 / 2 + 16 * EPS32) + 1e-37
+    err = np.abs(got - ref)
+    assert (err <= tol).all(), f"worst error {err.max():.3g} (tolerance {tol.flat[np.argmax(err - tol)]:.3g})"
+
+
+# SOFT_MAX and DIAG_MASK_INF / _ZERO (vendor patch 0035: rows in one contiguous range per thread, the
+# row maximum in vector lanes): rows shorter and longer than a vector, the largest value in the vector
+# part or in the scalar tail (a wrong maximum overflows exp at these magnitudes), odd numbers of rows and
+# matrices (tolerance: _check_softmax).
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(3, 5, 7, 1), (2, 3, 5, 16), (1, 3, 7, 17), (2, 2, 9, 64), (1, 1, 3, 100)])
+def test_soft_max_and_diag_mask(shape, n_threads):
+    rng = _rng("softmax", shape)
+    x = rng.uniform(-50, 50, shape).astype(np.float32)
+    x[..., 0, -1] = 150.0   # the maximum in the scalar tail (exp(150 - 50) overflows float32)
+    x[..., -1, 0] = 160.0   # the maximum in the first vector
+    mask = rng.uniform(-5, 5, shape[2:]).astype(np.float32)
+    g = _Graph(n_threads)
+    tx, tm = g.leaf(x), g.leaf(mask)
+    ctx = g.ctx.ptr
+    outs = [lib.ggml_soft_max(ctx, tx), lib.ggml_soft_max_ext(ctx, tx, tm, 0.25, 0.0),
+            lib.ggml_diag_mask_inf(ctx, tx, 0), lib.ggml_diag_mask_zero(ctx, tx, 2),
+            lib.ggml_soft_max(ctx, lib.ggml_diag_mask_inf(ctx, tx, 1))]
+    plain, ext, inf0, zero2, causal = g.compute(*outs)
+    rows, cols = np.indices(shape[2:])
+    ref_inf0 = np.where(cols > rows, -np.inf, x)
+    np.testing.assert_array_equal(inf0, ref_inf0)
+    np.testing.assert_array_equal(zero2, np.where(cols > rows + 2, 0.0, x))
+    x64 = x.astype(np.float64)
+    for got, z in ((plain, x64), (ext, 0.25 * x64 + mask), (causal, np.where(cols > rows + 1, -np.inf, x64))):
+        _check_softmax(got, z)
