@@ -1047,3 +1047,19 @@ def test_soft_max_and_diag_mask(shape, n_threads):
     x64 = x.astype(np.float64)
     for got, z in ((plain, x64), (ext, 0.25 * x64 + mask), (causal, np.where(cols > rows + 1, -np.inf, x64))):
         _check_softmax(got, z)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_diag_mask_of_a_view_with_strided_matrices(inplace, n_threads):
+    """DIAG_MASK of a view whose matrices are not at ne2 * nb2 steps: swapping dims 2 and 3 of a tensor
+    with one matrix per dim-3 index gives ne2 == 1, which ggml still calls contiguous (a helper
+    session's review of 0035 found that rows addressed as k * nb2 read past the tensor)."""
+    x = _rng("diag-view", inplace).uniform(-1, 1, (1, 3, 4, 5)).astype(np.float32)  # ggml ne [5, 4, 3, 1]
+    g = _Graph(n_threads)
+    t = g.leaf(x)
+    view = lib.ggml_permute(g.ctx.ptr, t, 0, 1, 3, 2)                                # ne [5, 4, 1, 3]
+    mask = lib.ggml_diag_mask_inf_inplace if inplace else lib.ggml_diag_mask_inf
+    got = g.compute(mask(g.ctx.ptr, view, 1))
+    rows, cols = np.indices((4, 5))
+    np.testing.assert_array_equal(got, np.where(cols > rows + 1, -np.inf, x.transpose(1, 0, 2, 3)))
