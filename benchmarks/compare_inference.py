@@ -47,7 +47,7 @@ from pyggml_opt import data
 
 from bench_fit import python_cpu_lib
 from compare_torch import ARCH, epoch_gflop, pgo_model, torch_model
-from machine import cpu_name, describe_peak, sgemm_peak
+from machine import cpu_name, describe_peak, ratio_ceiling, sgemm_peak
 
 TARGET = 1.5                  # the target for PyTorch time / pyggml_opt time
 TOLERANCE = 1e-4              # outputs must agree to this (absolute and relative) before timing
@@ -209,7 +209,8 @@ def main(argv=None) -> dict:
         gflops = {f: gflop / t for f, t in med.items()}
         if batch != 1:
             notes.append(f"{model} batch {batch}: {gflop:.2f} GFLOP per call; " + ", ".join(
-                f"{f} {g:.0f} GFLOP/s = {100 * g / gemm['peak']:.0f} % of peak" for f, g in gflops.items()))
+                f"{f} {g:.0f} GFLOP/s = {100 * g / gemm['peak']:.0f} % of peak" for f, g in gflops.items())
+                + f"; {ratio_ceiling(gflops['PyTorch'], gemm['peak'])}")
         results["models"].setdefault(model, {"max_abs_diff": diffs[model]})[f"batch_{batch}"] = {
             "block_median_s": v, "median_s": med, "samples_per_s": {f: batch / t for f, t in med.items()},
             "gflop_per_call": gflop, "gflops": gflops,

@@ -75,8 +75,8 @@ import pyggml_opt as pgo
 from pyggml_opt import data
 
 from bench_fit import cpp_threads, find_tool, python_cpu_lib, run_cpp
-from machine import (cpu_name, describe_peak, fit_buffer_mb, peak_mb, reset_peak, rss_parts_mb, ru_maxrss_mb,
-                     sched_buffer_mb, sgemm_peak, trimmed_rss_mb)
+from machine import (cpu_name, describe_peak, fit_buffer_mb, peak_mb, ratio_ceiling, reset_peak, rss_parts_mb,
+                     ru_maxrss_mb, sched_buffer_mb, sgemm_peak, trimmed_rss_mb)
 
 BATCH, PHYSICAL, VAL_SPLIT, LR = 1000, 500, 0.05, 1e-3
 # the models and their twin in ggml's C++ mnist-train, where it has one
@@ -479,6 +479,8 @@ def main(argv=None) -> dict:
                 if name != "pyggml_opt":
                     res[name]["ratio_vs_pyggml_opt"] = res[name]["median_s"] / base
                     print(f"{model:3} ratio {name} time / pyggml_opt time: {res[name]['median_s'] / base:.2f}")
+            if "PyTorch" in res:
+                print(f"{model:3} {ratio_ceiling(res['PyTorch']['gflops'], peak)}")
             results["models"][model] = {"gflop_per_epoch": gflop, **res}
             if args.memory:
                 mem = {"pyggml_opt": run_memory("pgo", model, args, n_threads, Path(tmp))}

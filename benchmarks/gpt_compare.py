@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from machine import fit_buffer_mb, peak_mb, reset_peak, ru_maxrss_mb, trimmed_rss_mb
+from machine import fit_buffer_mb, peak_mb, ratio_ceiling, reset_peak, ru_maxrss_mb, trimmed_rss_mb
 
 HERE = Path(__file__).resolve().parent
 CONTEXT, DIM, N_LAYERS, N_HEADS = 64, 128, 4, 4
@@ -369,6 +369,8 @@ def run(args, peak: float | None) -> dict:
               f"{runs['pgo'][0]['first_loss'] - runs['torch'][0]['first_loss']:+.2e} (same initial weights)")
         print(f"throughput pyggml_opt / PyTorch: {ratio:.3f} (target >= 1.0: {'met' if ratio >= 1.0 else 'NOT met'})"
               + ("; per pair of adjacent runs " + ", ".join(f"{p:.3f}" for p in pairs) if len(pairs) > 1 else ""))
+        if peak:
+            print(ratio_ceiling(med("torch", "tokens_per_s") / (BATCH * CONTEXT) * flop / 1e9, peak))
         out.update(val_loss_diff=diff, throughput_ratio=ratio, pair_ratios=pairs)
     print(f"PyTorch attention: {args.torch_attention}; pyggml_opt CPU library {runs['pgo'][0]['library']}"
           + (f"; torch {runs['torch'][0]['version']} ({runs['torch'][0]['library']}, interop threads "

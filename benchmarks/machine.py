@@ -178,6 +178,14 @@ def sgemm_peak(n_threads: int, torch=None, n: int = GEMM_N, reps: int = GEMM_REP
     return {"ggml": gflops["ggml"], "torch": gflops.get("torch"), "peak": max(gflops.values()), "n": n, "reps": reps}
 
 
+def ratio_ceiling(peer_gflops: float, peak: float) -> str:
+    """The largest "peer time / pyggml_opt time" a run can show while the peer computes at
+    ``peer_gflops`` (same work on both sides): pyggml_opt at 100 % of the measured ``peak``. A ratio
+    target above it is out of reach in that run, whatever pyggml_opt does."""
+    return (f"ceiling of the ratio in this run: {peak / peer_gflops:.2f} (pyggml_opt at 100 % of the measured peak, "
+            f"PyTorch at its {100 * peer_gflops / peak:.1f} %)")
+
+
 def describe_peak(p: dict) -> str:
     """One line for sgemm_peak's result."""
     return (f"measured f32 GEMM peak {p['peak']:.0f} GFLOP/s (best of {p['reps']} products {p['n']}^3: ggml MUL_MAT "
