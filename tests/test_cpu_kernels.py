@@ -3,7 +3,8 @@ MUL_MAT, the convolution-network ops POOL_2D(_BACK), IM2COL(_BACK), REPEAT_BACK,
 the element-wise and row ops (unary ops, SCALE, SUB, SUM_ROWS, REPEAT) that vendor/patches/0015 runs on
 every thread, f32, for odd shapes; SIGMOID on ggml's vectorised exp (0017), small batched GEMMs as
 in attention (0018), the row normalisations NORM, RMS_NORM and RMS_NORM_BACK (0019), and GELU with
-its backward GELU_BACK (0022), and the batch normalisation ops (0025).
+its backward GELU_BACK (0022), the batch normalisation ops (0025), copies of permuted views (0034),
+SOFT_MAX and DIAG_MASK (0035), and MEAN and large GET_ROWS on every thread (0036).
 
 vendor/patches replaces these kernels with blocked ones (0003: a packed GEMM with register tiles of
 6 x 16 on AVX2, 252-row blocks, k in blocks of 256, for OUT_PROD and MUL_MAT; llamafile's sgemm for
@@ -748,6 +749,48 @@ def test_sum_rows_of_padded_rows(n_threads):
     x64 = x[:, :7].astype(np.float64)
     _check(got, x64.sum(axis=1, keepdims=True), np.abs(x64).sum(axis=1, keepdims=True), 7)
 
+
+
+# MEAN (vendor patch 0036: rows split between the threads, as SUM_ROWS): every thread count gives the
+# same bits (each row is summed by one thread in the same order), within the sum's bound of the float64
+# mean; also rows further apart than their length.
+@pytest.mark.parametrize("n_threads", [2, 3])
+@pytest.mark.parametrize("shape", SUM_ROWS_SHAPES)
+def test_mean_threads(shape, n_threads):
+    x = _rng("mean", shape).uniform(-1, 1, shape).astype(np.float32)
+    got = []
+    for nt in (1, n_threads):
+        g = _Graph(nt)
+        got.append(g.compute(lib.ggml_mean(g.ctx.ptr, g.leaf(x))).reshape(shape[:-1] + (1,)))
+    np.testing.assert_array_equal(got[1], got[0])
+    x64 = x.astype(np.float64)
+    _check(got[1], x64.mean(axis=-1, keepdims=True), np.abs(x64).mean(axis=-1, keepdims=True), shape[-1] + 1)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_mean_of_padded_rows(n_threads):
+    x = _rng("mean_view").uniform(-1, 1, (2, 5, 10)).astype(np.float32)
+    g = _Graph(n_threads)
+    t = g.leaf(x)
+    v = lib.ggml_view_3d(g.ctx.ptr, t, 7, 5, 2, t.nb[1], t.nb[2], 0)
+    got = g.compute(lib.ggml_mean(g.ctx.ptr, v)).reshape(2, 5, 1)
+    x64 = x[..., :7].astype(np.float64)
+    _check(got, x64.mean(axis=-1, keepdims=True), np.abs(x64).mean(axis=-1, keepdims=True), 8)
+
+
+# GET_ROWS (vendor patch 0036: gathers of 32768 values or more on every thread, smaller ones on one):
+# exact copies of numpy's fancy indexing, below and above that size, with repeated ids, batched tables
+# (ggml's dim 2: each slice gathers from its own table) and f16 tables (converted to f32).
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("slices,rows,width,n_ids", [(1, 40, 7, 9), (1, 300, 131, 301), (3, 50, 257, 45)])
+def test_get_rows(slices, rows, width, n_ids, dtype, n_threads):
+    table = _rng("get_rows", rows, width).uniform(-100, 100, (slices, rows, width)).astype(dtype)
+    ids = _rng("get_rows ids", n_ids).integers(0, rows, (slices, n_ids)).astype(np.int32)
+    g = _Graph(n_threads)
+    got = g.compute(lib.ggml_get_rows(g.ctx.ptr, g.leaf(table, dtype), g.leaf(ids, np.int32)))
+    want = np.stack([table[k][ids[k]] for k in range(slices)]).astype(np.float32)
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
 
 # --- row normalisations (vendor/patches/0019: SIMD sums; 0020: NORM's backward is composed in ggml.c) ---
 # Rows around the 8 / 16-float vectors and the dot product's 4-vector unroll, with an offset that makes
