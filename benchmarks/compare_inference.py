@@ -210,7 +210,7 @@ def main(argv=None) -> dict:
         if batch != 1:
             notes.append(f"{model} batch {batch}: {gflop:.2f} GFLOP per call; " + ", ".join(
                 f"{f} {g:.0f} GFLOP/s = {100 * g / gemm['peak']:.0f} % of peak" for f, g in gflops.items())
-                + f"; {ratio_ceiling(gflops['PyTorch'], gemm['peak'])}")
+                + f"; {ratio_ceiling(gflops['pyggml_opt'], gflops['PyTorch'], gemm['peak'])}")
         results["models"].setdefault(model, {"max_abs_diff": diffs[model]})[f"batch_{batch}"] = {
             "block_median_s": v, "median_s": med, "samples_per_s": {f: batch / t for f, t in med.items()},
             "gflop_per_call": gflop, "gflops": gflops,

@@ -480,7 +480,7 @@ def main(argv=None) -> dict:
                     res[name]["ratio_vs_pyggml_opt"] = res[name]["median_s"] / base
                     print(f"{model:3} ratio {name} time / pyggml_opt time: {res[name]['median_s'] / base:.2f}")
             if "PyTorch" in res:
-                print(f"{model:3} {ratio_ceiling(res['PyTorch']['gflops'], peak)}")
+                print(f"{model:3} {ratio_ceiling(res['pyggml_opt']['gflops'], res['PyTorch']['gflops'], peak)}")
             results["models"][model] = {"gflop_per_epoch": gflop, **res}
             if args.memory:
                 mem = {"pyggml_opt": run_memory("pgo", model, args, n_threads, Path(tmp))}

@@ -343,6 +343,10 @@ def run(args, peak: float | None) -> dict:
     def med(f, key):
         return statistics.median(r[key] for r in runs[f])
 
+    def gflops(f):
+        # from the median throughput, as ms/step
+        return med(f, "tokens_per_s") / (BATCH * CONTEXT) * flop / 1e9
+
     print()
     head = (f"{'framework':11} {'val loss':>9} {'step-1 loss':>11} {'tokens/s':>9} {'ms/step':>8} {'GFLOP/s':>8}"
             f"{' (% peak)' if peak else ''} {'peak RSS +MB':>12} {'kept +MB':>9} {'threads':>7}")
@@ -351,7 +355,7 @@ def run(args, peak: float | None) -> dict:
     for f in frameworks:
         r0 = runs[f][0]
         tps = med(f, "tokens_per_s")          # ms/step and GFLOP/s follow from the median throughput
-        g = tps / (BATCH * CONTEXT) * flop / 1e9
+        g = gflops(f)
         print(f"{names[f]:11} {r0['val_loss']:9.5f} {r0['first_loss']:11.5f} {tps:9.0f} "
               f"{BATCH * CONTEXT / tps * 1e3:8.1f} {g:8.1f}" + (f" ({100 * g / peak:4.1f} %)" if peak else "")
               + f" {med(f, 'peak_mb') - med(f, 'rss_before_mb'):12.1f} {med(f, 'rss_after_mb') - med(f, 'rss_before_mb'):9.1f}"
@@ -370,7 +374,7 @@ def run(args, peak: float | None) -> dict:
         print(f"throughput pyggml_opt / PyTorch: {ratio:.3f} (target >= 1.0: {'met' if ratio >= 1.0 else 'NOT met'})"
               + ("; per pair of adjacent runs " + ", ".join(f"{p:.3f}" for p in pairs) if len(pairs) > 1 else ""))
         if peak:
-            print(ratio_ceiling(med("torch", "tokens_per_s") / (BATCH * CONTEXT) * flop / 1e9, peak))
+            print(ratio_ceiling(gflops("pgo"), gflops("torch"), peak))
         out.update(val_loss_diff=diff, throughput_ratio=ratio, pair_ratios=pairs)
     print(f"PyTorch attention: {args.torch_attention}; pyggml_opt CPU library {runs['pgo'][0]['library']}"
           + (f"; torch {runs['torch'][0]['version']} ({runs['torch'][0]['library']}, interop threads "
