@@ -4,7 +4,7 @@ the element-wise and row ops (unary ops, SCALE, SUB, SUM_ROWS, REPEAT) that vend
 every thread, f32, for odd shapes; SIGMOID on ggml's vectorised exp (0017), small batched GEMMs as
 in attention (0018), the row normalisations NORM, RMS_NORM and RMS_NORM_BACK (0019), and GELU with
 its backward GELU_BACK (0022), the batch normalisation ops (0025), copies of permuted views (0034),
-SOFT_MAX and DIAG_MASK (0035), and MEAN and large GET_ROWS on every thread (0036).
+SOFT_MAX and DIAG_MASK (0035), and MEAN and REPEAT_BACK into one row on every thread (0036).
 
 vendor/patches replaces these kernels with blocked ones (0003: a packed GEMM with register tiles of
 6 x 16 on AVX2, 252-row blocks, k in blocks of 256, for OUT_PROD and MUL_MAT; llamafile's sgemm for
@@ -524,6 +524,12 @@ def test_conv_2d_direct_and_backward(shape, c_out, k, s, p, d, n_threads):
     ((2, 3, 4, 10), (1, 3, 1, 10)),      # rows (ne0 > 1) summed over dims 1 and 3
     ((4, 6), (1, 6)),                    # a dense bias gradient
     ((2, 5), (2, 5)),                    # nothing to sum
+    # into one row (0036: each thread sums its own source rows, then its own columns of the partials)
+    ((64, 130), (1, 130)),               # columns split 80 + 50 (2 threads), 48 + 48 + 34 (3)
+    ((3, 5, 33), (1, 1, 33)),            # source rows over two dims
+    ((2, 3, 4, 10), (1, 1, 1, 10)),      # over three dims
+    ((2, 40), (1, 40)),                  # fewer source rows than threads
+    ((5, 80), (1, 40)),                  # each source row also repeats the row twice along dim 0
 ])
 def test_repeat_back(a_shape, b_shape, n_threads):
     rng = _rng("repeat_back", a_shape, b_shape)
@@ -531,9 +537,11 @@ def test_repeat_back(a_shape, b_shape, n_threads):
     g = _Graph(n_threads)
     ta, tb = g.leaf(a), g.leaf(np.zeros(b_shape, np.float32))
     got = g.compute(lib.ggml_repeat_back(g.ctx.ptr, ta, tb))
-    axes = tuple(i for i, (x, y) in enumerate(zip(a_shape, b_shape)) if x != y)
-    ref = a.astype(np.float64).sum(axis=axes, keepdims=True)
-    absref = np.abs(a.astype(np.float64)).sum(axis=axes, keepdims=True)
+    # a holds a_shape[i] // b_shape[i] copies of b one after the other along axis i: each axis split
+    # into (copies, b's size), the copies summed
+    tiles = a.astype(np.float64).reshape([n for x, y in zip(a_shape, b_shape) for n in (x // y, y)])
+    copies = tuple(range(0, 2 * len(a_shape), 2))
+    ref, absref = tiles.sum(axis=copies), np.abs(tiles).sum(axis=copies)
     terms = int(np.prod(a_shape) // np.prod(b_shape))
     _check(got.reshape(ref.shape), ref, absref, terms)
 
@@ -778,9 +786,9 @@ def test_mean_of_padded_rows(n_threads):
     _check(got, x64.mean(axis=-1, keepdims=True), np.abs(x64).mean(axis=-1, keepdims=True), 8)
 
 
-# GET_ROWS (vendor patch 0036: gathers of 32768 values or more on every thread, smaller ones on one):
-# exact copies of numpy's fancy indexing, below and above that size, with repeated ids, batched tables
-# (ggml's dim 2: each slice gathers from its own table) and f16 tables (converted to f32).
+# GET_ROWS (fit's gather of each batch from the training set, embeddings): each thread copies its own
+# range of rows; exact copies of numpy's fancy indexing with repeated ids, batched tables (ggml's dim 2:
+# each slice gathers from its own table) and f16 tables (converted to f32).
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("slices,rows,width,n_ids", [(1, 40, 7, 9), (1, 300, 131, 301), (3, 50, 257, 45)])
