@@ -733,57 +733,39 @@ def test_sub_threads(a_shape, b_shape, n_threads):
 SUM_ROWS_SHAPES = [(1,), (1, 1000), (3, 1), (5, 7), (2, 3, 33), (2, 3, 4, 257)]
 
 
+# SUM_ROWS (0015: rows split between the threads) and MEAN (0036: the same split; it ran on thread 0):
+# every thread count gives the same bits (each row is summed by one thread in the same order), within
+# the sum's bound of float64 numpy (one rounding more for the mean's division).
+ROW_REDUCTIONS = {"sum_rows": (lib.ggml_sum_rows, np.sum), "mean": (lib.ggml_mean, np.mean)}
+
+
 @pytest.mark.parametrize("n_threads", [2, 3])
 @pytest.mark.parametrize("shape", SUM_ROWS_SHAPES)
-def test_sum_rows_threads(shape, n_threads):
-    x = _rng("sum_rows", shape).uniform(-1, 1, shape).astype(np.float32)
+@pytest.mark.parametrize("op", sorted(ROW_REDUCTIONS))
+def test_row_reductions_threads(op, shape, n_threads):
+    build, ref = ROW_REDUCTIONS[op]
+    x = _rng(op, shape).uniform(-1, 1, shape).astype(np.float32)
     got = []
     for nt in (1, n_threads):
         g = _Graph(nt)
-        got.append(g.compute(lib.ggml_sum_rows(g.ctx.ptr, g.leaf(x))).reshape(shape[:-1] + (1,)))
+        got.append(g.compute(build(g.ctx.ptr, g.leaf(x))).reshape(shape[:-1] + (1,)))
     np.testing.assert_array_equal(got[1], got[0])
     x64 = x.astype(np.float64)
-    _check(got[1], x64.sum(axis=-1, keepdims=True), np.abs(x64).sum(axis=-1, keepdims=True), shape[-1])
+    _check(got[1], ref(x64, axis=-1, keepdims=True), ref(np.abs(x64), axis=-1, keepdims=True), shape[-1] + 1)
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
-def test_sum_rows_of_padded_rows(n_threads):
-    """Rows further apart than their length (a view of the first 7 columns of 5 x 10)."""
-    x = _rng("sum_rows_view").uniform(-1, 1, (5, 10)).astype(np.float32)
-    g = _Graph(n_threads)
-    t = g.leaf(x)
-    v = lib.ggml_view_2d(g.ctx.ptr, t, 7, 5, t.nb[1], 0)
-    got = g.compute(lib.ggml_sum_rows(g.ctx.ptr, v)).reshape(5, 1)
-    x64 = x[:, :7].astype(np.float64)
-    _check(got, x64.sum(axis=1, keepdims=True), np.abs(x64).sum(axis=1, keepdims=True), 7)
-
-
-
-# MEAN (vendor patch 0036: rows split between the threads, as SUM_ROWS): every thread count gives the
-# same bits (each row is summed by one thread in the same order), within the sum's bound of the float64
-# mean; also rows further apart than their length.
-@pytest.mark.parametrize("n_threads", [2, 3])
-@pytest.mark.parametrize("shape", SUM_ROWS_SHAPES)
-def test_mean_threads(shape, n_threads):
-    x = _rng("mean", shape).uniform(-1, 1, shape).astype(np.float32)
-    got = []
-    for nt in (1, n_threads):
-        g = _Graph(nt)
-        got.append(g.compute(lib.ggml_mean(g.ctx.ptr, g.leaf(x))).reshape(shape[:-1] + (1,)))
-    np.testing.assert_array_equal(got[1], got[0])
-    x64 = x.astype(np.float64)
-    _check(got[1], x64.mean(axis=-1, keepdims=True), np.abs(x64).mean(axis=-1, keepdims=True), shape[-1] + 1)
-
-
-@pytest.mark.parametrize("n_threads", [1, 2, 3])
-def test_mean_of_padded_rows(n_threads):
-    x = _rng("mean_view").uniform(-1, 1, (2, 5, 10)).astype(np.float32)
+@pytest.mark.parametrize("op", sorted(ROW_REDUCTIONS))
+def test_row_reductions_of_padded_rows(op, n_threads):
+    """Rows further apart than their length (a view of the first 7 columns of 2 x 5 x 10)."""
+    build, ref = ROW_REDUCTIONS[op]
+    x = _rng(op, "view").uniform(-1, 1, (2, 5, 10)).astype(np.float32)
     g = _Graph(n_threads)
     t = g.leaf(x)
     v = lib.ggml_view_3d(g.ctx.ptr, t, 7, 5, 2, t.nb[1], t.nb[2], 0)
-    got = g.compute(lib.ggml_mean(g.ctx.ptr, v)).reshape(2, 5, 1)
+    got = g.compute(build(g.ctx.ptr, v)).reshape(2, 5, 1)
     x64 = x[..., :7].astype(np.float64)
-    _check(got, x64.mean(axis=-1, keepdims=True), np.abs(x64).mean(axis=-1, keepdims=True), 8)
+    _check(got, ref(x64, axis=-1, keepdims=True), ref(np.abs(x64), axis=-1, keepdims=True), 8)
 
 
 # GET_ROWS (fit's gather of each batch from the training set, embeddings): each thread copies its own
