@@ -64,15 +64,16 @@ def get(t: CData, ndim: int | None = None) -> np.ndarray:
     return out
 
 
-def set(t: CData, value: np.ndarray, offset_bytes: int = 0) -> None:  # noqa: A001 - mirrors ggml_backend_tensor_set
-    """Copy ``value`` into tensor ``t`` (at ``offset_bytes``); the element type must match exactly."""
+def set(t: CData, value: np.ndarray) -> None:  # noqa: A001 - mirrors ggml_backend_tensor_set
+    """Copy ``value`` into the whole of tensor ``t``: the element type must match, and the element count
+    must be the tensor's exactly (a smaller array would leave the rest of the tensor unwritten)."""
     _check_allocated(t)
     dtype = np_dtype(t)
     arr = np.ascontiguousarray(value, dtype=dtype)
-    if offset_bytes + arr.nbytes > lib.ggml_nbytes(t):
-        raise ValueError(f"{arr.nbytes} bytes at offset {offset_bytes} do not fit a tensor of "
-                         f"{lib.ggml_nbytes(t)} bytes (shape {shape_of(t)})")
-    lib.ggml_backend_tensor_set(t, ffi.from_buffer(arr), offset_bytes, arr.nbytes)
+    if arr.size != lib.ggml_nelements(t):
+        raise ValueError(f"an array of shape {arr.shape} ({arr.size} values) does not fill a tensor of shape "
+                         f"{shape_of(t)} ({lib.ggml_nelements(t)} values)")
+    lib.ggml_backend_tensor_set(t, ffi.from_buffer(arr), 0, arr.nbytes)
 
 
 def host_view(t: CData, shape: tuple[int, ...]) -> np.ndarray | None:

@@ -9,7 +9,7 @@ holding ``%``); nothing is downloaded.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -32,9 +32,7 @@ class CharTokenizer:
     def fit(cls, texts: Iterable[str]) -> "CharTokenizer":
         """A tokenizer for every character that occurs in ``texts``."""
         seen: set[str] = set()
-        for t in texts:
-            if not isinstance(t, str):
-                raise TypeError(f"texts must be strings, got {type(t).__name__}")
+        for t in _texts(texts):
             seen.update(t)
         return cls("".join(sorted(seen)))
 
@@ -50,7 +48,7 @@ class CharTokenizer:
         if not isinstance(length, (int, np.integer)) or length < 1:
             raise ValueError(f"length must be a positive int, got {length!r}")
         out = np.zeros((len(texts), int(length)), np.int32)
-        for row, t in enumerate(texts):
+        for row, t in enumerate(_texts(texts)):
             ids = [self._ids.get(c, UNKNOWN) for c in t[:length]]
             out[row, :len(ids)] = ids
         return out
@@ -107,6 +105,19 @@ def sliding_windows(ids: Sequence[int] | np.ndarray, context: int, stride: int |
         raise ValueError(f"{a.size} ids make no window of context {context} plus the next id")
     windows = np.lib.stride_tricks.sliding_window_view(a.astype(np.int32, copy=False), context + 1)[::step]
     return np.ascontiguousarray(windows[:, :-1]), np.ascontiguousarray(windows[:, 1:])
+
+
+def _texts(texts: Iterable[object]) -> Iterator[str]:
+    """The items of ``texts``, each checked to be a str: bytes (a file read in "rb") would otherwise
+    map every byte to the unknown id, silently."""
+    hint = ": decode bytes first, e.g. data.decode('utf-8')"
+    if isinstance(texts, (bytes, bytearray)):
+        raise TypeError(f"expected a sequence of texts (str), got {type(texts).__name__}{hint}")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts must be strings, got {type(t).__name__} at index {i}"
+                            f"{hint if isinstance(t, (bytes, bytearray)) else ''}")
+        yield t
 
 
 def char_windows(texts: Sequence[str], context: int, separator: str = "\n\n"

@@ -4,7 +4,7 @@ from . import layers, ops
 from .backward import check_backward
 from .functional import FunctionModel
 from .graph import ForwardGraph, output_shape_of
-from .network import Network, check_network
+from .network import Network, check_network, check_rebuilds
 from .ops import Tensor
 from .params import ParamStore
 from .registry import deserialize, register, serialize
@@ -12,4 +12,4 @@ from .sequential import Sequential
 from .shapes import MAX_SAMPLE_AXES
 
 __all__ = ["ForwardGraph", "FunctionModel", "MAX_SAMPLE_AXES", "Network", "ParamStore", "Sequential", "Tensor",
-           "check_backward", "check_network", "deserialize", "layers", "ops", "output_shape_of", "register", "serialize"]
+           "check_backward", "check_network", "check_rebuilds", "deserialize", "layers", "ops", "output_shape_of", "register", "serialize"]

@@ -118,7 +118,23 @@ class Network:
         rng = np.random.default_rng(seed)
         return self._build(input_shape, lambda name, shape: self._init_param(name, shape, rng))
 
-    def _build(self: _N, input_shape: Sequence[int], init: Callable[[str, tuple[int, ...]], np.ndarray]) -> _N:
+    def build_with_weights(self: _N, input_shape: Sequence[int], weights: dict[str, np.ndarray]) -> _N:
+        """Fix the input shape and take ``weights`` as the parameters: exactly the names and shapes the
+        network has for ``input_shape`` (ValueError otherwise, before anything is kept)."""
+        shapes = self.shapes_for(input_shape)
+        if not isinstance(weights, dict) or shapes.keys() != weights.keys():
+            given = sorted(weights) if isinstance(weights, dict) else type(weights).__name__
+            raise ValueError(f"this {type(self).__name__} has the parameters {sorted(shapes)}, the weights given "
+                             f"are {given}{CONFIG_HINT}")
+        return self._build(input_shape, lambda name, shape: weights[name])
+
+    def shapes_for(self, input_shape: Sequence[int]) -> dict[str, tuple[int, ...]]:
+        """The parameter shapes the network has when built for ``input_shape``; no weights are made (a
+        file's claims are checked against these before any memory is allocated)."""
+        return self._checked_shapes(input_shape)[1]
+
+    def _checked_shapes(self, input_shape: Sequence[int]) -> tuple[tuple[int, ...], dict[str, tuple[int, ...]],
+                                                                     tuple[int, ...]]:
         input_shape = tuple(input_shape)
         if not 1 <= len(input_shape) <= MAX_SAMPLE_AXES:
             raise ValueError(f"input_shape must have 1 to {MAX_SAMPLE_AXES} positive entries (batch axis excluded), "
@@ -130,10 +146,15 @@ class Network:
         if len(out) not in (1, 2):
             raise ValueError(f"the model's output must be (batch, features), or (batch, steps, features) for a "
                              f"sequence, got per-sample shape {out}; end it with Flatten() or Linear(...)")
+        return input_shape, shapes, out
+
+    def _build(self: _N, input_shape: Sequence[int], init: Callable[[str, tuple[int, ...]], np.ndarray]) -> _N:
+        input_shape, shapes, out = self._checked_shapes(input_shape)
         self.check_not_busy("build")
+        weights = {name: checked_weight(name, init(name, shape), shape) for name, shape in shapes.items()}
         self.input_shape, self.output_shape, self.param_shapes = input_shape, out, shapes
         self._drop_store()
-        self._weights = {name: init(name, shape) for name, shape in shapes.items()}
+        self._weights = weights
         return self
 
     def ensure_built(self, input_shape: Sequence[int], seed: int | None = 0) -> None:
@@ -166,15 +187,7 @@ class Network:
         for name, value in weights.items():
             if name not in self.param_shapes:
                 raise ValueError(f"unknown parameter {name!r}; the model has {list(self.param_shapes)}")
-            arr = np.asarray(value)
-            if arr.dtype.kind not in "fiu":
-                raise TypeError(f"parameter {name!r}: expected a numeric array, got dtype {arr.dtype}")
-            if arr.shape != self.param_shapes[name]:
-                raise ValueError(f"parameter {name!r}: expected shape {self.param_shapes[name]}, got {arr.shape}")
-            arr = np.ascontiguousarray(arr, dtype=np.float32)
-            if not np.isfinite(arr).all():
-                raise ValueError(f"parameter {name!r} contains NaN or inf")
-            clean[name] = arr
+            clean[name] = checked_weight(name, value, self.param_shapes[name])
         if self._store is not None:
             self._store.set(clean)
         else:
@@ -250,8 +263,14 @@ class Network:
 
     def __reduce__(self) -> tuple[Callable[..., Network], tuple[Any, ...]]:
         # What pickle (and clone) keep: the architecture, the weights in numpy, the loss, the history.
-        weights = self.get_weights() if self.built else None
-        return restore, (type(self), self.get_config(), self.input_shape, weights, self.loss, self.backend,
+        # Checked here, not only in restore: a pickle that cannot be loaded again is a model lost.
+        config = self.get_config()
+        weights = None
+        if self.built:
+            assert self.input_shape is not None  # built
+            check_rebuilds(type(self), config, self.input_shape, self.param_shapes)
+            weights = self.get_weights()
+        return restore, (type(self), config, self.input_shape, weights, self.loss, self.backend,
                          self.history, self.optimizer_state)
 
     def __copy__(self) -> "Network":
@@ -311,11 +330,46 @@ def restore(cls: type[Network], config: dict, input_shape: Sequence[int] | None,
     """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
     network = cls.from_config(config)
     if input_shape is not None:
-        assert weights is not None  # __reduce__ keeps them with the input shape
-        network._build(input_shape, lambda name, shape: weights[name])
+        network.build_with_weights(input_shape, weights)  # type: ignore[arg-type]  # checked there
     network.loss, network.backend, network.history = loss, backend, history
     network.optimizer_state = optimizer_state
     return network
+
+
+CONFIG_HINT = (": does every layer's get_config() return all of its constructor's arguments (a custom layer "
+                "that does not override it is rebuilt with its default sizes)?")
+
+
+def checked_weight(name: str, value: object, shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` as the float32 C-contiguous array of parameter ``name`` (shape ``shape``): TypeError
+    for a non-numeric value, ValueError for another shape or NaN / inf. Every path that puts weights
+    into a network goes through this check before anything is written."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "fiu":
+        raise TypeError(f"parameter {name!r}: expected a numeric array, got dtype {arr.dtype}")
+    if arr.shape != shape:
+        raise ValueError(f"parameter {name!r}: expected shape {shape}, got {arr.shape}")
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    if not np.isfinite(arr).all():
+        raise ValueError(f"parameter {name!r} contains NaN or inf")
+    return arr
+
+
+def check_rebuilds(cls: type[Network], config: dict, input_shape: tuple[int, ...],
+                   param_shapes: dict[str, tuple[int, ...]]) -> None:
+    """ValueError unless ``cls.from_config(config)`` built for ``input_shape`` has exactly the parameters
+    ``param_shapes``: the test that a saved or pickled architecture gives back the model it came from
+    (no weights are made: shapes only)."""
+    try:
+        shapes = cls.from_config(config).shapes_for(input_shape)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"the {cls.__name__} cannot be rebuilt from its configuration ({exc}){CONFIG_HINT}") from None
+    if shapes != param_shapes:
+        differ = sorted(n for n in shapes.keys() | param_shapes.keys() if shapes.get(n) != param_shapes.get(n))
+        first = differ[0]
+        raise ValueError(f"the {cls.__name__} rebuilt from its configuration differs from this one in "
+                         f"{len(differ)} parameter(s), first {first!r}: {shapes.get(first)} there, "
+                         f"{param_shapes.get(first)} here{CONFIG_HINT}")
 
 
 def check_network(obj: object) -> Network:

@@ -24,7 +24,7 @@ import numpy as np
 from ..core import GGUFFile
 from ..nn import Network
 from ..nn.params import check_param_name
-from .model_file import read_weights, save
+from .model_file import check_architecture, read_weights, save
 
 PREFIX = "pyggml_opt.checkpoint."
 _MOMENT_PREFIX = "optimizer.m."  # and "optimizer.v.": as long
@@ -73,7 +73,8 @@ def save_checkpoint(model: Network, path: str | os.PathLike[str], epoch: int, st
 
 
 def load_checkpoint(path: str | os.PathLike[str], model: Network) -> Checkpoint:
-    """The checkpoint at ``path``, written for ``model``'s architecture."""
+    """The checkpoint at ``path``, written for ``model``'s architecture (ValueError for another one, whose
+    weights could fit this model's tensors and yet mean something else)."""
     with GGUFFile.read(path) as f:
         epoch = f.get(PREFIX + "epoch")
         if not isinstance(epoch, int) or epoch < 0:
@@ -82,6 +83,7 @@ def load_checkpoint(path: str | os.PathLike[str], model: Network) -> Checkpoint:
         name, it, step = f.get(PREFIX + "optimizer"), f.get(PREFIX + "iter"), f.get(PREFIX + "step")
         if not isinstance(name, str) or not isinstance(it, int) or not isinstance(step, int):
             raise ValueError(f"{path!s}: corrupt checkpoint metadata")
+        check_architecture(f, model, f"checkpoint {os.fspath(path)!r}")
         weights = read_weights(f, model)
         state = OptimizerState(name, it, step)
         names = set(f.tensor_names())

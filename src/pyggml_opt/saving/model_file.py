@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from ..core import GGUFFile
-from ..nn import Network, deserialize, serialize
+from ..nn import Network, check_rebuilds, deserialize, serialize
 from .formats import GENERIC, FileFormat, format_named, format_of, known_architectures
 
 
@@ -34,6 +34,54 @@ def loss_entry(loss: object) -> str:
     return CUSTOM_LOSS + str(getattr(loss, "__qualname__", type(loss).__name__))
 
 
+def config_entry(model: Network) -> str:
+    """What a model file says of a model's architecture (``pyggml_opt.config``): its class and
+    configuration as JSON, the configuration null where it holds Python code (a FunctionModel)."""
+    spec = serialize(model)
+    try:
+        return json.dumps(spec)
+    except TypeError:  # Python callables (FunctionModel): the file keeps the weights, not the code
+        return json.dumps({"class": spec["class"], "config": None})
+
+
+def check_architecture(f: GGUFFile, model: Network, what: str) -> None:
+    """ValueError unless the file ``f`` describes ``model``'s architecture: its layout, its configuration
+    (class and constructor arguments) and its input shape. Tensor shapes alone do not tell a 2-head
+    from a 4-head attention, or learned positions from rotary ones."""
+    assert model.input_shape is not None  # built
+    fmt = format_of(model)
+    arch = f.get("general.architecture")
+    if arch != (fmt.architecture if fmt else GENERIC):
+        raise ValueError(f"{what} holds a model of layout {arch!r}, this model saves as "
+                         f"{fmt.architecture if fmt else GENERIC!r}")
+    try:
+        theirs = _upgrade(json.loads(f.get("pyggml_opt.config")))
+        shape = json.loads(f.get("pyggml_opt.input_shape"))
+    except (TypeError, ValueError):
+        if fmt is not None:  # a layout from ggml's tools: its build checks its own keys
+            return
+        raise ValueError(f"{what}: corrupt pyggml_opt metadata (no architecture to compare)") from None
+    ours = json.loads(config_entry(model))
+    if theirs != ours:
+        raise ValueError(f"{what} was written for another architecture: {_first_difference(theirs, ours)}")
+    if shape != list(model.input_shape):
+        raise ValueError(f"{what} was written for samples of shape {tuple(shape)}, this model takes "
+                         f"{model.input_shape}")
+
+
+def _first_difference(theirs: object, ours: object, where: str = "") -> str:
+    """Where two JSON values first differ, as ``path: file value != model value``."""
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        for key in sorted(theirs.keys() | ours.keys(), key=str):
+            if theirs.get(key) != ours.get(key):
+                return _first_difference(theirs.get(key), ours.get(key), f"{where}.{key}" if where else str(key))
+    if isinstance(theirs, list) and isinstance(ours, list) and len(theirs) == len(ours):
+        for i, (a, b) in enumerate(zip(theirs, ours)):
+            if a != b:
+                return _first_difference(a, b, f"{where}[{i}]")
+    return f"{where or 'configuration'}: {json.dumps(theirs)[:200]} in the file, {json.dumps(ours)[:200]} in the model"
+
+
 def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] | None = None,
          extra_tensors: dict[str, np.ndarray] | None = None) -> None:
     """Write ``model`` to ``path`` (GGUF). The file is replaced atomically.
@@ -46,11 +94,10 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
     model.require_built()
     assert model.input_shape is not None  # built
     fmt = format_of(model)
-    spec = serialize(model)
-    try:
-        config = json.dumps(spec)
-    except TypeError:  # Python callables (FunctionModel): the file keeps the weights, not the code
-        config = json.dumps({"class": spec["class"], "config": None})
+    config = config_entry(model)
+    if fmt is None and json.loads(config)["config"] is not None:
+        # a file whose architecture does not give back this model could never be loaded: refuse it now
+        check_rebuilds(type(model), model.get_config(), model.input_shape, model.param_shapes)
     with GGUFFile() as f:
         f.set("general.architecture", fmt.architecture if fmt else GENERIC)
         f.set("pyggml_opt.config", config)
@@ -90,10 +137,16 @@ def load_metadata(path: str | os.PathLike[str]) -> dict[str, object]:
 
 def read_weights(f: GGUFFile, model: Network) -> dict[str, np.ndarray]:
     """``model``'s parameters from an open file, checked (presence, shape, dtype, finite values)."""
+    return read_tensors(f, model.param_shapes)
+
+
+def read_tensors(f: GGUFFile, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """The tensors ``shapes`` names from an open file, checked against those shapes (presence, shape,
+    dtype, finite values); the file's registered layout converts them."""
     fmt = format_named(f.get("general.architecture", ""))
     names = f.tensor_names()
     out: dict[str, np.ndarray] = {}
-    for name, shape in model.param_shapes.items():
+    for name, shape in shapes.items():
         if name not in names:
             raise ValueError(f"the file has no tensor {name!r} (it has {names})")
         value = f.tensor(name, len(shape))
@@ -110,7 +163,10 @@ def read_weights(f: GGUFFile, model: Network) -> dict[str, np.ndarray]:
 
 
 def load(path: str | os.PathLike[str]) -> Network:
-    """Rebuild a model saved by ``save``, or written by ggml's C++ tools in a registered layout."""
+    """Rebuild a model saved by ``save``, or written by ggml's C++ tools in a registered layout.
+
+    The generic layout's model takes the file's tensors as its weights (checked against the shapes
+    its configuration gives), so a configuration edited to huge sizes allocates nothing."""
     path = os.fspath(path)
     with GGUFFile.read(path) as f:
         arch = f.get("general.architecture")
@@ -119,11 +175,11 @@ def load(path: str | os.PathLike[str]) -> Network:
         fmt = format_named(arch)
         if fmt is not None:
             model, loss = fmt.build(f), f.get("pyggml_opt.loss") or fmt.default_loss
+            model.set_weights(read_weights(f, model))
         elif arch == GENERIC:
             model, loss = _from_config(path, f), f.get("pyggml_opt.loss") or None
         else:
             raise ValueError(f"{path!r}: unknown architecture {arch!r} (known: {known_architectures()})")
-        model.set_weights(read_weights(f, model))
         model.loss = loss
         return model
 
@@ -139,10 +195,10 @@ def _from_config(path: str, f: GGUFFile) -> Network:
                          "rebuild the model in Python and call model.set_weights(pyggml_opt.saving.load_weights(path, model))")
     try:
         model = deserialize(spec, Network)
-        model.build(input_shape)
+        shapes = model.shapes_for(input_shape)
     except (TypeError, KeyError, ValueError) as exc:
         raise ValueError(f"{path!r}: corrupt model configuration ({exc})") from None
-    return model
+    return model.build_with_weights(input_shape, read_tensors(f, shapes))
 
 
 def _upgrade(spec: object) -> object:
@@ -157,4 +213,5 @@ def _upgrade(spec: object) -> object:
     return spec
 
 
-__all__ = ["FileFormat", "load", "load_metadata", "load_weights", "read_weights", "save"]
+__all__ = ["FileFormat", "check_architecture", "config_entry", "load", "load_metadata", "load_weights", "read_tensors",
+           "read_weights", "save"]
