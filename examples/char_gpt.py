@@ -64,7 +64,7 @@ def main(argv=None) -> float:
     val_loss, _ = model.evaluate(x[-n_val:], y[-n_val:], backend=args.backend)
     print(f"validation loss {val_loss:.4f} nats per character ({val_loss / math.log(2):.3f} bits)")
 
-    prompt = tokenizer.encode([args.prompt], len(args.prompt))[0]
+    prompt = tokenizer.encode(args.prompt)
     samples = model.generate([prompt] * args.samples, args.length, temperature=args.temperature,
                              top_k=args.top_k, seed=args.seed, backend=args.backend)
     for i, ids in enumerate(samples):
@@ -73,7 +73,7 @@ def main(argv=None) -> float:
     model.save(args.out, extra=tokenizer.to_metadata())  # the tokenizer's characters beside the weights
     loaded = pgo.load(args.out)
     same_tokenizer = data.CharTokenizer.from_metadata(pgo.saving.load_metadata(args.out))
-    again = loaded.generate([same_tokenizer.encode([args.prompt], len(args.prompt))[0]] * args.samples, args.length,
+    again = loaded.generate([same_tokenizer.encode(args.prompt)] * args.samples, args.length,
                             temperature=args.temperature, top_k=args.top_k, seed=args.seed, backend=args.backend)
     if not (again == samples).all():
         raise SystemExit(f"{args.out}: the loaded model generated other text for the same prompt and seed")

@@ -116,10 +116,26 @@ def test_char_tokenizer_round_trip():
     assert list(ids[0]) == [4, 6, 5, 2, 0, 0, 0, 0]   # h o l d, then padding
     assert tok.decode(ids[0]) == "hold" and tok.decode(ids[1]) == "hello\ufffdwo"  # ' ' unseen: unknown
     assert CharTokenizer.from_config(tok.get_config()).encode(["hold"], 4).tolist() == [[4, 6, 5, 2]]
-    with pytest.raises(TypeError, match="sequence of texts"):
-        tok.encode("hold", 4)
     with pytest.raises(ValueError, match="outside"):
         tok.decode([9])
+
+
+def test_char_tokenizer_takes_one_text_and_decodes_a_batch():
+    tok = CharTokenizer.fit(["hello", "world"])
+    one = tok.encode("hold")
+    assert one.dtype == np.int32 and one.tolist() == [4, 6, 5, 2]           # its own length
+    assert tok.encode("hold", 6).tolist() == [4, 6, 5, 2, 0, 0]              # padded
+    assert tok.encode("hello", 3).tolist() == [4, 3, 5]                      # cut
+    assert tok.encode("").tolist() == []
+    batch = np.stack([tok.encode("hold", 5), tok.encode("word", 5)])
+    assert tok.decode(batch) == ["hold", "word"]                           # a batch: one text per row
+    assert tok.decode(np.int64(4)[None]) == "h" and tok.decode([]) == ""
+    with pytest.raises(TypeError, match="needs the length"):
+        tok.encode(["hold"])
+    with pytest.raises(TypeError, match="integers"):
+        tok.decode([1.5])
+    with pytest.raises(ValueError, match="1-D.*2-D"):
+        tok.decode(np.zeros((1, 1, 1), np.int32))
 
 
 def test_a_bag_of_characters_tells_fortune_files_apart():

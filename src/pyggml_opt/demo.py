@@ -82,7 +82,7 @@ def char_gpt(args: argparse.Namespace) -> float:
     print(f"training: {time.perf_counter() - t0:.1f} s for {steps} steps")
     val_loss, _ = model.evaluate(x[-n_val:], y[-n_val:], backend=args.backend)
     print(f"validation: loss {val_loss:.4f} nats per character")
-    prompt = tokenizer.encode(["The "], 4)[0]
+    prompt = tokenizer.encode("The ")
     for ids in model.generate([prompt] * 3, 160, temperature=0.8, top_k=20, seed=0, backend=args.backend):
         print("---\n" + tokenizer.decode(ids))
     out = args.out or "fortunes-gpt.gguf"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 DEBIAN_FORTUNES_DIR = Path("/usr/share/games/fortunes")
 
@@ -41,30 +42,51 @@ class CharTokenizer:
         """Number of ids, padding and unknown included: an Embedding's ``num_embeddings``."""
         return len(self.chars) + 2
 
-    def encode(self, texts: Sequence[str], length: int) -> np.ndarray:
-        """(len(texts), length) int32 ids: each text's first ``length`` characters, padded with 0."""
-        if isinstance(texts, str):
-            raise TypeError("encode takes a sequence of texts; wrap a single text in a list")
-        if not isinstance(length, (int, np.integer)) or length < 1:
+    def encode(self, texts: str | Sequence[str], length: int | None = None) -> np.ndarray:
+        """Ids of a text or of a batch of texts, int32.
+
+        ``encode("The ")`` gives the text's ids, one per character (shape ``(4,)``);
+        ``encode(texts, length)`` gives ``(len(texts), length)``: each text's first ``length``
+        characters, padded with 0 (a single text with ``length`` is cut or padded the same way).
+        Characters the tokenizer has not seen get id 1.
+        """
+        if length is not None and (not isinstance(length, (int, np.integer)) or length < 1):
             raise ValueError(f"length must be a positive int, got {length!r}")
+        if isinstance(texts, str):
+            ids = self._ids_of(texts)
+            if length is None:
+                return ids
+            out = np.zeros(int(length), np.int32)
+            out[:min(length, ids.size)] = ids[:length]
+            return out
+        if length is None:
+            raise TypeError("encode(texts, length): a batch of texts needs the length of its rows")
         out = np.zeros((len(texts), int(length)), np.int32)
         for row, t in enumerate(_texts(texts)):
-            ids = [self._ids.get(c, UNKNOWN) for c in t[:length]]
-            out[row, :len(ids)] = ids
+            ids = self._ids_of(t[:length])
+            out[row, :ids.size] = ids
         return out
 
-    def decode(self, ids: Iterable[int]) -> str:
-        """The text of ``ids``; padding is dropped, unknown characters read as U+FFFD."""
-        out = []
-        for i in ids:
-            i = int(i)
-            if not 0 <= i < self.vocab_size:
-                raise ValueError(f"id {i} is outside this tokenizer's [0, {self.vocab_size})")
-            if i >= 2:
-                out.append(self.chars[i - 2])
-            elif i == UNKNOWN:
-                out.append("\ufffd")
-        return "".join(out)
+    def _ids_of(self, text: str) -> np.ndarray:
+        return np.fromiter((self._ids.get(c, UNKNOWN) for c in text), np.int32, len(text))
+
+    def decode(self, ids: ArrayLike) -> str | list[str]:
+        """The text of a sequence of ids, or a list of texts for a batch (2-D ids, as ``generate``
+        returns for several prompts); padding is dropped, unknown characters read as U+FFFD."""
+        arr = np.asarray(ids)
+        if arr.dtype.kind not in "iub" and arr.size:
+            raise TypeError(f"ids must be integers, got dtype {arr.dtype}")
+        if arr.ndim == 2:
+            return [self._text_of(row) for row in arr]
+        if arr.ndim > 2:
+            raise ValueError(f"ids must be one sequence (1-D) or a batch (2-D), got shape {arr.shape}")
+        return self._text_of(arr.reshape(-1))
+
+    def _text_of(self, ids: np.ndarray) -> str:
+        bad = ids[(ids < 0) | (ids >= self.vocab_size)]
+        if bad.size:
+            raise ValueError(f"id {int(bad[0])} is outside this tokenizer's [0, {self.vocab_size})")
+        return "".join(self.chars[i - 2] if i >= 2 else "\ufffd" for i in ids.tolist() if i != PAD)
 
     def get_config(self) -> dict:
         """JSON-ready: what ``from_config`` needs."""
