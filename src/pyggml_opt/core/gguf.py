@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .._lib import CData, c_str, ffi, lib
-from ..atomic import atomic_path
+from ..atomic import atomic_file
 from .context import Context
 from .handle import Handle
 from .tensor_data import MAX_NAME, NP_TYPES, ne_of, shape_of
@@ -151,12 +151,25 @@ class GGUFFile(Handle):
         lib.gguf_add_tensor(self.ptr, t)
 
     def write(self, path: str | os.PathLike[str]) -> None:
-        """Write the file; it replaces ``path`` only once written completely. A file opened with
-        ``read`` holds no tensor data in memory (gguf would write from NULL pointers): it can be
-        written only if it has no tensors; copy it into a new ``GGUFFile`` instead."""
+        """Write the file; it replaces ``path`` only once written completely and synced to disk (see
+        ``atomic.atomic_file``): any write error raises ``OSError`` and leaves ``path`` as it was. A file
+        opened with ``read`` holds no tensor data in memory: it can be written only if it has no
+        tensors; copy it into a new ``GGUFFile`` instead."""
         if self._path is not None and lib.gguf_get_n_tensors(self.ptr) > 0:
             raise ValueError(f"this GGUFFile was read from {self._path!r} without its tensor data and cannot be "
                              "written; add its keys and tensors (tensor()) to a new GGUFFile")
-        with atomic_path(path) as tmp:
-            if not lib.gguf_write_to_file(self.ptr, tmp.encode(), False):
-                raise OSError(f"could not write GGUF file {os.fspath(path)!r}")
+        # The same bytes as gguf_write_to_file (its header, then each tensor at its offset, padded to
+        # the alignment), written here because gguf_write_to_file ignores fclose's error: a disk that
+        # fills while stdio flushes its last buffer would leave a truncated file reported as written.
+        meta = ffi.new("char[]", lib.gguf_get_meta_size(self.ptr))
+        lib.gguf_get_meta_data(self.ptr, meta)
+        alignment = lib.gguf_get_alignment(self.ptr)
+        with atomic_file(path) as out:
+            out.write(ffi.buffer(meta))
+            pos = len(meta)
+            for i, (arr, _) in enumerate(self._arrays):
+                start = len(meta) + lib.gguf_get_tensor_offset(self.ptr, i)
+                out.write(bytes(start - pos))
+                out.write(arr.data)
+                pos = start + arr.nbytes
+            out.write(bytes(-pos % alignment))
