@@ -96,11 +96,17 @@ def test_refit_continues_training(data):
 
 
 def test_model_methods_show_their_arguments():
-    """help(model.fit) lists fit's arguments (not **kwargs), with fit's docstring."""
-    for name in ("fit", "evaluate", "predict", "save"):
+    """help(model.fit) lists fit's arguments (not **kwargs) with the method's own ``self`` (no
+    ``self: 'Network'``), fit's docstring about "this model", and an example."""
+    for name in ("fit", "evaluate", "predict", "generate", "save"):
         method = getattr(pgo.Sequential, name)
-        params = list(inspect.signature(method).parameters)
+        sig = inspect.signature(method)
+        params = list(sig.parameters)
         assert params[0] == "self" and "kwargs" not in params, (name, params)
-        assert method.__doc__ == getattr(pgo, name).__doc__
+        assert sig.parameters["self"].annotation is inspect.Parameter.empty
+        assert str(sig).startswith("(self, ")
+        doc = method.__doc__
+        assert doc.startswith(inspect.cleandoc(getattr(pgo, name).__doc__).split("\n")[0].replace("``model``", "this model"))
+        assert "``model``" not in doc and "\nExample::\n\n    " in doc, name
     assert {"epochs", "batch_size", "validation_split", "callbacks", "gather"} <= set(
         inspect.signature(pgo.Sequential.fit).parameters)

@@ -1,6 +1,7 @@
 """pyggml_opt.sklearn: scikit-learn's own estimator checks, accuracy on load_digits, labels,
 partial_fit, sample_weight, ``module=``, pickling across processes and parallel searches (joblib
 processes, Dask). The CPU here has 2 cores, shared: each fit is small."""
+import inspect
 import os
 import pickle
 import subprocess
@@ -9,7 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
+from sklearn.datasets import load_digits, load_iris
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, train_test_split
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -32,6 +33,13 @@ def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         check(estimator)
+
+
+def test_the_convergence_warning_points_at_the_callers_line():
+    x, y = load_iris(return_X_y=True)
+    with pytest.warns(ConvergenceWarning) as record:
+        GGMLClassifier(max_iter=2, random_state=0, n_threads=1).fit(x, y); line = inspect.currentframe().f_lineno  # noqa: E702
+    assert [(w.filename, w.lineno) for w in record] == [(__file__, line)]
 
 
 def test_digits_accuracy(digits):

@@ -14,8 +14,10 @@ from ..training import evaluate, fit, generate, predict
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _method(fn: _F) -> _F:
-    """``fn(model, ...)`` as a method, with ``fn``'s signature and docstring (for help())."""
+def _method(fn: _F, example: str) -> _F:
+    """``fn(model, ...)`` as a method, with ``fn``'s signature (``self`` in place of the model, no
+    annotation: help() shows ``fit(self, x, y=None, ...)``), its docstring about "this model", and
+    ``example`` appended to it."""
     @functools.wraps(fn)
     def method(self: Model, *args: Any, **kwargs: Any) -> Any:
         return fn(self, *args, **kwargs)
@@ -24,7 +26,9 @@ def _method(fn: _F) -> _F:
     params = list(sig.parameters.values())
     # Functions take any attribute; typeshed's type of functools.wraps' result does not list this one.
     method.__signature__ = sig.replace(  # type: ignore[attr-defined]
-        parameters=[params[0].replace(name="self"), *params[1:]])
+        parameters=[params[0].replace(name="self", annotation=inspect.Parameter.empty), *params[1:]])
+    doc = inspect.cleandoc(fn.__doc__ or "").replace("``model``", "this model")
+    method.__doc__ = f"{doc}\n\nExample::\n\n    {example}\n"
     return cast(_F, method)  # the same signature as fn's, self in place of the model
 
 
@@ -33,11 +37,12 @@ class Model(Network):
     models; ``pyggml_opt.training``) and ``save`` (``pyggml_opt.saving``). ``with model:`` frees its ggml
     memory at the end."""
 
-    fit = _method(fit)
-    evaluate = _method(evaluate)
-    predict = _method(predict)
-    generate = _method(generate)
-    save = _method(save)
+    fit = _method(fit, 'history = model.fit(x_train, y_train, epochs=5, batch_size=32, loss="cross_entropy", '
+                       'validation_split=0.1)')
+    evaluate = _method(evaluate, "loss, accuracy = model.evaluate(x_test, y_test)")
+    predict = _method(predict, "probabilities = model.predict(x_test)   # (n, n_out)")
+    generate = _method(generate, 'ids = gpt.generate(tokenizer.encode("The "), 200, temperature=0.8, top_k=20, seed=0)')
+    save = _method(save, 'model.save("model.gguf"); same = pgo.load("model.gguf")')
 
 
 @register
