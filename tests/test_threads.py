@@ -1,5 +1,6 @@
 """Threads: the GIL is released while ggml computes, two models train at once with the same results as
-one after the other, and one model used from two threads at once is refused."""
+one after the other, and the calls of several threads on one model are all served, one after the other
+(predict, evaluate, generate; fit, predict and close of another thread wait for a running fit)."""
 import threading
 import time
 
@@ -69,30 +70,146 @@ def test_gil_is_released_while_ggml_computes():
     assert ticks > 0.3 * elapsed * 1000 * 0.5, f"{ticks} ticks in {elapsed:.2f} s"
 
 
-def test_one_model_from_two_threads_is_refused():
-    x = np.random.default_rng(0).standard_normal((4096, 256)).astype(np.float32)
-    y = np.zeros(4096, np.int64)
-    m = pgo.Sequential([pgo.layers.Linear(256, 256), pgo.layers.ReLU(), pgo.layers.Linear(256, 2)])
-    started = threading.Event()
+def _run_threads(target, n):
+    """Run ``target(i)`` in ``n`` threads; the exceptions they raised."""
     errors = []
 
-    def fit():
+    def run(i):
         try:
-            m.fit(x, y, epochs=3, batch_size=256, verbose=0, n_threads=1,
-                  callbacks=[pgo.LambdaCallback(on_batch_end=lambda *a: started.set())])
+            target(i)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
-    t = threading.Thread(target=fit)
-    t.start()
-    assert started.wait(60)
-    with pytest.raises(RuntimeError, match="another thread"):
-        m.predict(x[:3])
-    with pytest.raises(RuntimeError, match="another thread"):
-        m.fit(x, y, epochs=1, verbose=0)
-    t.join()
-    assert not errors
-    assert m.predict(x[:3]).shape == (3, 2)  # usable again once the first call returned
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_many_threads_predict_and_evaluate_with_one_model():
+    # every call is served (queued on the model's lock), with the outputs of the same call alone
+    x, y = _data(0, n=64)
+    m = _model()
+    m.fit(x, y, epochs=1, batch_size=16, verbose=0, n_threads=1)
+    rows = [m.predict(x[i:i + 1], n_threads=2) for i in range(len(x))]
+    every = m.predict(x, n_threads=2)
+    scores = m.evaluate(x, y, n_threads=2)
+
+    def work(k):
+        for j in range(40):
+            i = (7 * k + j) % len(x)
+            np.testing.assert_array_equal(m.predict(x[i:i + 1], n_threads=2), rows[i])
+            if j % 10 == 0:
+                np.testing.assert_array_equal(m.predict(x, n_threads=2), every)
+                assert m.evaluate(x, y, n_threads=2) == scores
+
+    assert _run_threads(work, 8) == []
+
+
+def test_many_threads_generate_with_one_model():
+    m = pgo.models.gpt(13, 8, 16, 2, 2)
+    prompts = [np.arange(k + 1) % 13 for k in range(6)]
+    alone = [m.generate(p, 6, seed=k) for k, p in enumerate(prompts)]
+    got = [None] * len(prompts)
+
+    def work(k):
+        got[k] = m.generate(prompts[k], 6, seed=k)
+
+    assert _run_threads(work, len(prompts)) == []
+    for a, b in zip(alone, got):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_predicts_of_other_threads_during_fit_see_the_weights_before_or_after_it():
+    # fit holds the model for its whole run: a predict of another thread waits for it or came before
+    # it, and fit waits for the predicts that hold the model when it starts; never weights in between
+    x, y = _data(3)
+    m = _model()
+    m.build((32,), seed=0)
+    before = m.predict(x[:8], n_threads=1)
+    reference = m.clone()
+    reference.fit(x, y, epochs=2, batch_size=64, seed=3, verbose=0, n_threads=1)
+    after = reference.predict(x[:8], n_threads=1)
+    fitting = threading.Event()
+    seen = {"before": 0, "after": 0}
+
+    def work(k):
+        if k == 0:
+            fitting.set()
+            m.fit(x, y, epochs=2, batch_size=64, seed=3, verbose=0, n_threads=1)
+            return
+        fitting.wait()
+        for _ in range(30):
+            p = m.predict(x[:8], n_threads=1)
+            if np.array_equal(p, before):
+                seen["before"] += 1
+            else:
+                np.testing.assert_array_equal(p, after)
+                seen["after"] += 1
+
+    assert _run_threads(work, 4) == []
+    assert seen["before"] + seen["after"] == 90
+    for k, w in reference.get_weights().items():
+        np.testing.assert_array_equal(m.get_weights()[k], w)
+
+
+class _HoldOpen(pgo.Callback):
+    """Makes fit wait at its first batch until ``go`` is set; ``holding`` is set there, ``ended`` at the
+    end of training (inside fit, before it lets go of the model)."""
+
+    def __init__(self, go):
+        self.go, self.holding, self.ended = go, threading.Event(), threading.Event()
+
+    def on_batch_end(self, model, batch, logs):
+        if not self.holding.is_set():
+            self.holding.set()
+            assert self.go.wait(60)
+
+    def on_train_end(self, model):
+        self.ended.set()
+
+
+@pytest.mark.parametrize("call", ["predict", "fit", "close"])
+def test_a_call_of_another_thread_waits_for_fit(call):
+    x, y = _data(0)
+    m = _model()
+    hold = _HoldOpen(threading.Event())
+    fitting = threading.Thread(target=m.fit, args=(x, y), kwargs=dict(epochs=1, batch_size=64, verbose=0,
+                                                                      n_threads=1, callbacks=[hold]))
+    fitting.start()
+    assert hold.holding.wait(60)
+    ended_first = []
+
+    def other():
+        if call == "predict":
+            m.predict(x[:3])
+        elif call == "fit":
+            m.fit(x, y, epochs=1, batch_size=64, verbose=0, n_threads=1)
+        else:
+            m.close()
+        ended_first.append(hold.ended.is_set())
+
+    waiting = threading.Thread(target=other)
+    waiting.start()
+    waiting.join(0.3)
+    assert waiting.is_alive()   # waits for the model (a refusal or a run beside fit returns at once)
+    hold.go.set()
+    fitting.join(60)
+    waiting.join(60)
+    assert ended_first == [True]
+    assert m.predict(x[:3]).shape == (3, 4)   # usable afterwards (after close: made again)
+
+
+def test_a_callback_of_fit_may_predict():
+    # the lock is re-entrant: fit's own thread is never kept waiting by it
+    x, y = _data(0)
+    m = _model()
+    got = []
+    m.fit(x, y, epochs=2, batch_size=128, verbose=0, n_threads=1,
+          callbacks=[pgo.LambdaCallback(on_epoch_end=lambda model, epoch, logs: got.append(model.predict(x[:2])))])
+    assert len(got) == 2 and got[1].shape == (2, 4)
 
 
 def test_same_seed_gives_bit_identical_weights():

@@ -74,16 +74,16 @@ def session_for(network: Network, backend: str | None, n_threads: int | None) ->
 
 
 class exclusive_use:  # noqa: N801 - used as a function: ``with exclusive_use(model):``
-    """Hold the network's lock for one call; another thread's call is refused, not queued (ggml's
-    contexts are not thread-safe). Re-entrant for callbacks that run inside fit's thread. A class, not
-    a generator-based context manager: predict at batch 1 takes ~35 us, of which that cost ~2."""
+    """Hold the network's lock (``nn.network.UseLock``) for one call: a call of another thread waits
+    for its turn (ggml's contexts are not thread-safe), a callback inside fit's thread goes on
+    (re-entrant). A class, not a generator-based context manager: predict at batch 1 takes ~35 us, of
+    which that cost ~2."""
 
     def __init__(self, network: Network) -> None:
         self.network = network
 
     def __enter__(self) -> Network:
-        if not self.network.lock.acquire(blocking=False):
-            raise RuntimeError("this model is already being trained or run in another thread; use one model per thread")
+        self.network.lock.acquire()
         return self.network
 
     def __exit__(self, *exc_info: object) -> None:
