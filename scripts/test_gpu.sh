@@ -12,8 +12,8 @@
 #   PGO_GPU_OPS_TESTS=0 bash scripts/test_gpu.sh   # skip building / running test-backend-ops
 #
 # The build is kept small so that it takes minutes: one CUDA architecture (nvidia-smi's compute_cap
-# of GPU 0, or CUDA_ARCH=90), one CPU library for this CPU's instruction sets instead of the wheel's
-# 14 variants, no FlashAttention kernels (GGML_CUDA_FA=OFF: training never uses them), no NCCL, no
+# of GPU 0, or CUDA_ARCH=90), one CPU library for this CPU's instruction sets (the default without
+# PYGGML_OPT_PORTABLE) instead of the release wheel's 14 variants, no FlashAttention kernels (GGML_CUDA_FA=OFF: training never uses them), no NCCL, no
 # fatbin compression. It goes to its own build folder (build/cuda-sm<arch>) and virtual environment
 # (build/cuda-venv, which also sees the interpreter's site-packages: numpy, cffi, scikit-build-core,
 # pytest must be there or installable), so the wheel's build folder is not touched. Both are kept, so
@@ -83,25 +83,10 @@ fi
 command -v cmake >/dev/null 2>&1 || "$VPY" -c "import cmake" 2>/dev/null \
     || no "cmake not found (>= 3.21; pip install cmake)"
 
-# this CPU's instruction sets for the one CPU library (GGML_NATIVE cannot be combined with the
-# dlopen'ed backends the package uses on x86-64 Linux)
-cpu_defs=(-C cmake.define.GGML_CPU_ALL_VARIANTS=OFF)
-if [ "$(uname -m)" = x86_64 ] && [ -r /proc/cpuinfo ]; then
-    flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
-    has() { [[ "$flags" == *" $1 "* ]]; }
-    on() { if has "$1"; then echo ON; else echo OFF; fi; }
-    cpu_defs+=(-C "cmake.define.GGML_SSE42=$(on sse4_2)" -C "cmake.define.GGML_AVX=$(on avx)"
-               -C "cmake.define.GGML_AVX2=$(on avx2)" -C "cmake.define.GGML_FMA=$(on fma)"
-               -C "cmake.define.GGML_F16C=$(on f16c)" -C "cmake.define.GGML_BMI2=$(on bmi2)"
-               -C "cmake.define.GGML_AVX_VNNI=$(on avx_vnni)" -C "cmake.define.GGML_AVX512=$(on avx512f)"
-               -C "cmake.define.GGML_AVX512_VBMI=$(on avx512vbmi)" -C "cmake.define.GGML_AVX512_VNNI=$(on avx512_vnni)"
-               -C "cmake.define.GGML_AVX512_BF16=$(on avx512_bf16)")
-fi
 ops_tests="${PGO_GPU_OPS_TESTS:-1}"
 defs=(-C "build-dir=$BUILD"
       -C cmake.define.GGML_CUDA=ON -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$arch" -C "cmake.define.CMAKE_CUDA_COMPILER=$NVCC"
-      -C cmake.define.GGML_CUDA_FA=OFF -C cmake.define.GGML_CUDA_NCCL=OFF -C cmake.define.GGML_CUDA_COMPRESSION_MODE=none
-      "${cpu_defs[@]}")
+      -C cmake.define.GGML_CUDA_FA=OFF -C cmake.define.GGML_CUDA_NCCL=OFF -C cmake.define.GGML_CUDA_COMPRESSION_MODE=none)
 [ "$ops_tests" = 1 ] && defs+=(-C cmake.define.PYGGML_OPT_BUILD_TESTS=ON)
 echo "== building with CUDA into $BUILD ($(nproc) jobs)"
 echo "   ${defs[*]}"

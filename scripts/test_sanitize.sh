@@ -4,9 +4,8 @@
 # What it does:
 #   1. builds ggml, the cffi extension and the C-level tests with -fsanitize=address,undefined
 #      (CMake option PYGGML_OPT_SANITIZE=ON) into build/asan, for this machine's CPU only
-#      (GGML_NATIVE=ON, one CPU backend linked into libggml instead of the 15 dynamically loaded
-#      variants, which GGML_NATIVE cannot be combined with: the SIMD paths that run here are
-#      the ones checked, and the build takes a few minutes instead of ~15);
+#      (GGML_NATIVE=ON, one CPU backend linked into libggml instead of dynamically loaded, which
+#      GGML_NATIVE cannot be combined with on x86: the SIMD paths that run here are the ones checked);
 #   2. installs it into its own virtual environment, build/asan-venv (it sees the system's numpy,
 #      cffi, pytest and hypothesis), so the normal install is left alone;
 #   3. runs pytest with libasan preloaded into the Python interpreter (an ASan library must be the
@@ -19,9 +18,8 @@
 # design; the lifetime tests measure leaks of our own handles instead (tests/test_lifetimes.py).
 #
 # Usage: bash scripts/test_sanitize.sh [pytest arguments]     e.g. -x, -k lifetimes
-#   The test marked slow (30-epoch CNN) is left out; PYGGML_OPT_SLOW=1 includes it. Takes ~10 min to
-#   build and several times the normal suite's run time (ASan checks every memory access of ggml's
-#   kernels too).
+#   The test marked slow (30-epoch CNN) is left out; PYGGML_OPT_SLOW=1 includes it. Runs several
+#   times as long as the normal suite (ASan checks every memory access of ggml's kernels too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"

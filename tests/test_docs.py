@@ -34,6 +34,8 @@ def _missing_docs_packages() -> list[str]:
 
 def test_docs_build_strict_with_the_api_reference(tmp_path):
     missing = _missing_docs_packages()
+    if missing and sys.version_info < (3, 11):
+        pytest.skip("the documentation tools' releases need Python >= 3.11 (the test extra installs them there)")
     if missing:
         pytest.fail(f"the documentation tools are not installed ({', '.join(missing)} missing): install the "
                     f"docs extra, pip install \".[docs]\", in the environment of {sys.executable}")

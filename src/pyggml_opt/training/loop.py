@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from typing import Iterable, Optional
 
 import numpy as np
@@ -54,6 +55,25 @@ from .session import TrainingSession, exclusive_use, session_for
 # Validation samples and their targets (None for the losses without labels).
 Validation = tuple[np.ndarray, Optional[np.ndarray]]
 
+MAX_EPOCH_STEPS_ENV = "PYGGML_OPT_MAX_EPOCH_STEPS"
+
+
+def max_epoch_steps() -> int | None:
+    """``PYGGML_OPT_MAX_EPOCH_STEPS=k``: every epoch of every ``fit`` ends after ``k`` optimizer steps.
+
+    A smoke run of a script as written, every call at its real arguments and only the training cut
+    short (tests/test_snippets.py runs the documentation's examples so); it reaches the worker
+    processes of joblib and Dask, which inherit the environment. Warns, since a model trained so is
+    not the one the script means."""
+    value = os.environ.get(MAX_EPOCH_STEPS_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{MAX_EPOCH_STEPS_ENV}={value!r}: expected a number of optimizer steps >= 1")
+    warnings.warn(f"{MAX_EPOCH_STEPS_ENV}={value}: each epoch of fit stops after {int(value)} optimizer steps",
+                  RuntimeWarning)
+    return int(value)
+
 
 class FitLoop:
     """The state of one ``fit`` run: its session, data, optimizer and progress, and the loop itself.
@@ -63,12 +83,14 @@ class FitLoop:
     def __init__(self, model: Network, train: TrainingSession, optimizer: Optimizer, *, epochs: int,
                  batch_size: int, physical: int, run: int, seed: int | None, validation: Validation | None,
                  loss: Loss, callbacks: CallbackList, verbose: int, metrics: list[Metric],
-                 batch_means: bool = False) -> None:
+                 batch_means: bool = False, max_steps: int | None = None) -> None:
         self.model, self.train, self.optimizer = model, train, optimizer
         self.epochs, self.physical, self.run, self.validation, self.loss = epochs, physical, run, validation, loss
         self.metrics, self.batch_means = metrics, batch_means
         self.n_train, self.batch_size = train.x.shape[0], batch_size
         self.n_phys = -(-self.n_train // batch_size) * (batch_size // physical)
+        if max_steps is not None:
+            self.n_phys = min(self.n_phys, max_steps * (batch_size // physical))
         self.rng, self.seed = np.random.default_rng(seed), seed
         self.callbacks = callbacks
         callbacks.trainer = self
@@ -237,6 +259,8 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
        sample). Validation metrics stay unweighted.
     optimizer_state: continue from this optimizer state (AdamW moments, step count), such as
        ``model.optimizer_state``, which every fit leaves on the model; default a fresh optimizer.
+    Environment: ``PYGGML_OPT_MAX_EPOCH_STEPS=k`` ends every epoch after k optimizer steps (with a
+       RuntimeWarning), to smoke-run a script at its own settings (tests/test_snippets.py).
     Returns a History (also stored as ``model.history``).
     """
     check_network(model)
@@ -250,6 +274,7 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
     opt = get_optimizer(optimizer)
     callback_list = CallbackList(callbacks, model, None)  # the loop becomes their trainer
     gather = check_choice("gather", gather, ("auto", "graph", "host"))
+    max_steps = max_epoch_steps()
     if resume_from is not None and optimizer_state is not None:
         raise ValueError("give resume_from or optimizer_state, not both")
     if optimizer_state is not None and not isinstance(optimizer_state, OptimizerState):
@@ -301,7 +326,7 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
                                            weights[:n_train] if weights is not None else None)
             loop = FitLoop(model, train, opt, epochs=epochs, batch_size=batch_size, physical=physical, run=run,
                            seed=seed, validation=validation, loss=loss, callbacks=callback_list, verbose=verbose,
-                           metrics=bound, batch_means=batch_means)
+                           metrics=bound, batch_means=batch_means, max_steps=max_steps)
             if checkpoint is not None:
                 loop.resume(checkpoint)
             elif optimizer_state is not None:
