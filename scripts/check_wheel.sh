@@ -225,7 +225,11 @@ EOF
         echo "== installing cmake (found: ${cmake_v:-none})"; "$PY" -m pip install -q "cmake>=3.21"
     fi
     command -v ninja >/dev/null 2>&1 || ensure_tools ninja
-    "$PY" -m venv --system-site-packages "$WORK/sdist-venv"
+    # a venv that sees this interpreter's packages through a .pth file: --system-site-packages would
+    # show the base interpreter's instead where $PY is itself a virtual environment's
+    "$PY" -m venv "$WORK/sdist-venv"
+    "$PY" -c 'import sysconfig; print("\n".join(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))))' \
+        >"$("$WORK/sdist-venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/pgo-build-env.pth"
     offline=()
     if command -v unshare >/dev/null 2>&1 && unshare -n true 2>/dev/null; then offline=(unshare -n); fi
     variants=()

@@ -5,8 +5,8 @@ Four patterns in the package make objects at import time that static analysis se
 
 - ``__doc__ = nn.Sequential.__doc__`` in a class body (``models/model.py``): the class gets that
   docstring;
-- ``fit = _method(fit)`` in ``Model`` (``models/model.py``): a method with the function's docstring
-  and signature, its first parameter named ``self``;
+- ``fit = _method(fit, "example")`` in ``Model`` (``models/model.py``): a method with the function's
+  signature, its first parameter named ``self``, and its docstring about "this model" with the example;
 - ``ReLU = _activation("ReLU", F.relu, "doc")`` (``nn/layers/activations.py``): a ``Layer`` subclass with that
   docstring;
 - ``relu = _unary("ggml_relu")`` (``nn/ops/tensor.py``): a function ``relu(a: Tensor) -> Tensor`` with the
@@ -77,7 +77,7 @@ class PyggmlOptDocs(griffe.Extension):
             if source is not None and source.docstring is not None:
                 parent.docstring = griffe.Docstring(source.docstring.value, parent=parent)
             return
-        if parent.is_class and _call_to(value, METHOD_FACTORY) and len(value.arguments) == 1:
+        if parent.is_class and _call_to(value, METHOD_FACTORY) and len(value.arguments) == 2:
             # a name in a class body that the class does not define yet is the module's
             target = _final(collection, parent.module.resolve(str(value.arguments[0])))
             if isinstance(target, griffe.Function):
@@ -86,8 +86,10 @@ class PyggmlOptDocs(griffe.Extension):
                     params[0].name, params[0].annotation = "self", None
                 method = griffe.Function(attr.name, lineno=attr.lineno, endlineno=attr.endlineno,
                                          parameters=griffe.Parameters(*params), returns=target.returns)
-                if target.docstring is not None:
-                    method.docstring = griffe.Docstring(target.docstring.value, parent=method)
+                example = _literal(value.arguments[1])
+                if target.docstring is not None and isinstance(example, str):
+                    doc = target.docstring.value.replace("``model``", "this model")
+                    method.docstring = griffe.Docstring(f"{doc}\n\nExample::\n\n    {example}\n", parent=method)
                 parent.set_member(attr.name, method)
             return
         if parent.is_module and _call_to(value, ACTIVATION_FACTORY) and len(value.arguments) == 3:

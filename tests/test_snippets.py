@@ -13,8 +13,8 @@ warning). Every other line runs as written: the data the page names is loaded (D
 and fortunes, the bundled subset, scikit-learn's digits and iris), every call gets the page's
 arguments, files are written and read back, the Dask cluster starts. Blocks could instead read a
 variable of their own, but then the pages would show code that no reader needs; the test would
-edit the text, but then what runs would not be what the page says. What the cap cannot check is a
-number the page states after training (an accuracy): those come from the runs named beside them.
+edit the text, but then what runs would not be what the page says. A number a page states after
+training (an accuracy) is therefore not checked here.
 
 A ```python block that is not meant to run as it stands has, on the line right above its fence, a
 comment ``<!-- no-run: <the reason> -->`` (HTML: shown by neither GitHub nor MkDocs); keep them rare.

@@ -7,7 +7,8 @@ from here.
 On import:
   1. the extension is loaded (it finds ``lib/libggml*.so`` through its rpath);
   2. the backends in ``lib/`` are registered with ``ggml_backend_load_all_from_path``: with
-     GGML_BACKEND_DL (the portable x86-64 build) this picks the best CPU variant for this CPU;
+     GGML_BACKEND_DL (x86-64 Linux) this loads the CPU backend, in a PYGGML_OPT_PORTABLE build the
+     best of its variants for this CPU;
   3. ggml's log output is routed to the ``logging`` logger ``"pyggml_opt.ggml"``;
   4. an abort callback prints the Python stack before ggml aborts on a failed GGML_ASSERT.
 """

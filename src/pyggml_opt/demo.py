@@ -84,7 +84,7 @@ def char_gpt(args: argparse.Namespace) -> float:
     print(f"validation: loss {val_loss:.4f} nats per character")
     prompt = tokenizer.encode("The ")
     for ids in model.generate([prompt] * 3, 160, temperature=0.8, top_k=20, seed=0, backend=args.backend):
-        print("---\n" + tokenizer.decode(ids))
+        print("---", tokenizer.decode(ids), sep="\n")
     out = args.out or "fortunes-gpt.gguf"
     model.save(out, extra=tokenizer.to_metadata())
     print(f"saved {out}")

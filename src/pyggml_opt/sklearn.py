@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from types import FrameType
 from typing import Any, Callable, Sequence, TypeVar, Union
 
 import numpy as np
@@ -41,15 +42,16 @@ Module = Union[Network, Callable[[int, int], Network]]
 ACTIVATIONS = {"identity": None, "logistic": layers.Sigmoid, "tanh": layers.Tanh, "relu": layers.ReLU}
 
 
-
 def _outside_package() -> int:
     """The ``stacklevel`` of the first frame outside pyggml_opt, so that a warning points at the
     caller's line (the user's, or scikit-learn's in a grid search) whatever path led here."""
-    level, frame = 1, sys._getframe(1)
+    level = 1
+    frame: FrameType | None = sys._getframe(1)
     package = os.path.dirname(os.path.abspath(__file__))
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
         level, frame = level + 1, frame.f_back
     return level
+
 
 class _Scores(Callback):
     """Keeps scikit-learn's per-epoch record: the validation score of each epoch (accuracy for a
