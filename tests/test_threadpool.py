@@ -1,14 +1,21 @@
 """The CPU backend's persistent thread pool (core/threadpool.py): results do not depend on it, it is
 replaced when the thread count changes, freed with its model, its workers sleep soon after the last
-graph, small graphs use it only while they come often, and a forked child runs without it."""
+graph, small graphs use it only while they come often, and a forked child runs without it; forks
+while other threads compute on pools hang nothing, and a child refuses a model another thread was using."""
 import gc
 import multiprocessing as mp
 import os
+import signal
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import pyggml_opt as pgo
 from support import X, Y, mlp, same_weights
 
 
@@ -89,6 +96,72 @@ def test_a_forked_child_computes_without_the_parents_pool():
     assert child.exitcode == 0
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(m.predict(X, n_threads=2), expected)  # the parent's pool still works
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+def test_forks_while_other_threads_fit_and_predict_on_pools():
+    # issue 26: a fork during another thread's graph paused the graph's pool for ever (the fit hung,
+    # one core spinning); now a fork waits for the graphs running on pools to end. In a process of its
+    # own (fork_stress.py), so that a hang fails here instead of hanging the suite.
+    script = Path(__file__).with_name("fork_stress.py")
+    # the pyggml_opt this test imported, wherever it comes from (an install, or src/ on a relative path)
+    path = os.pathsep.join([str(Path(pgo.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([sys.executable, str(script), "--forks", "40"], cwd=script.parent, text=True,
+                            env={**os.environ, "PYTHONPATH": path}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # its forked children too
+        out, _ = proc.communicate()
+        pytest.fail(f"hung (fork_stress.py past 300 s):\n{out}")
+    assert proc.returncode == 0, out
+
+
+class _HoldOpen(pgo.Callback):
+    """Makes fit wait at its first batch until ``go`` is set (``holding`` is set there)."""
+
+    def __init__(self):
+        self.go, self.holding = threading.Event(), threading.Event()
+
+    def on_batch_end(self, model, batch, logs):
+        if not self.holding.is_set():
+            self.holding.set()
+            assert self.go.wait(60)
+
+
+def _child_uses(busy, copy, queue):
+    try:
+        busy.predict(X)
+        queue.put("no error")
+    except RuntimeError as e:
+        queue.put(str(e))
+    queue.put(copy.predict(X, n_threads=2))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+def test_a_forked_child_refuses_a_model_another_thread_was_using():
+    # that thread does not exist in the child: waiting for it would never end
+    m = mlp()
+    copy = m.clone()
+    hold = _HoldOpen()
+    fitting = threading.Thread(target=m.fit, args=(X, Y), kwargs=dict(epochs=1, batch_size=8, verbose=0,
+                                                                      n_threads=2, callbacks=[hold]))
+    fitting.start()
+    try:
+        assert hold.holding.wait(60)
+        ctx = mp.get_context("fork")
+        queue = ctx.Queue()
+        child = ctx.Process(target=_child_uses, args=(m, copy, queue))
+        child.start()
+        message, got = queue.get(timeout=60), queue.get(timeout=60)
+        child.join(timeout=60)
+    finally:
+        hold.go.set()
+        fitting.join(60)
+    assert "in use by another thread when this process forked" in message
+    assert child.exitcode == 0
+    np.testing.assert_array_equal(got, copy.predict(X, n_threads=2))
 
 
 def test_a_pools_worker_sleeps_within_milliseconds_of_the_last_graph():

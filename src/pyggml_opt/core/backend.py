@@ -10,7 +10,7 @@ from .._lib import CData, c_str, cpu_proc, ffi, lib
 from ..checks import check_int
 from .context import Context
 from .handle import Handle
-from .threadpool import PoolSlot
+from .threadpool import ComputeLock, PoolSlot
 
 _DEVICE_TYPES = {
     lib.GGML_BACKEND_DEVICE_TYPE_CPU: "cpu",
@@ -122,7 +122,7 @@ class Backend(Handle):
         super().__init__(lib.ggml_backend_dev_init(dev, ffi.NULL), lib.ggml_backend_free)
         self.device_name = c_str(lib.ggml_backend_dev_name(dev))
         self.is_cpu = lib.ggml_backend_dev_type(dev) == lib.GGML_BACKEND_DEVICE_TYPE_CPU
-        self._pool = PoolSlot(self.ptr) if self.is_cpu else None
+        self._pool = PoolSlot(self) if self.is_cpu else None
         self._last_graph = -math.inf  # time.perf_counter() at the end of the last graph computed here
         self.n_threads = 1            # the CPU backend's threads (set_n_threads)
         if self.is_cpu:
@@ -148,6 +148,15 @@ class Backend(Handle):
     def idle_s(self) -> float:
         """Seconds since a graph last ran on this backend (through an ``OptContext``); inf if none did."""
         return time.perf_counter() - self._last_graph
+
+    @property
+    def compute_lock(self) -> ComputeLock:
+        """Held around every graph computed on this CPU backend (``Scheduler.compute``,
+        ``OptContext.eval``): a fork waits for it, so it never pauses the backend's thread pool in the
+        middle of a graph (core/threadpool.py). ValueError for another device's backend."""
+        if self._pool is None:
+            raise ValueError(f"backend {self.device_name}: only CPU backends have a compute lock")
+        return self._pool.lock
 
     @property
     def pooled(self) -> bool:

@@ -137,7 +137,8 @@ class OptContext(Handle):
         """Compute the allocated graph (GIL released); accumulate into ``result`` if given."""
         _evaluating.optimizer = self.optimizer
         try:
-            lib.ggml_opt_eval(self.ptr, result.ptr if result is not None else ffi.NULL)
+            with self.scheduler.compute_lock:
+                lib.ggml_opt_eval(self.ptr, result.ptr if result is not None else ffi.NULL)
         finally:
             _evaluating.optimizer = None
         for backend in self.scheduler.backends:

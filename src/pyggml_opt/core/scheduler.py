@@ -24,6 +24,9 @@ class Scheduler(Handle):
         ptr = lib.ggml_backend_sched_new(arr, ffi.NULL, len(backends), graph_size, False, True)
         super().__init__(ptr, lib.ggml_backend_sched_free, *backends)
         self.backends = list(backends)
+        # held around every graph computed here, so a fork waits for the graph to end (core/threadpool.py);
+        # ggml_backend_sched_new asserts that the last backend is the CPU's
+        self.compute_lock = backends[-1].compute_lock
 
     @classmethod
     def for_device(cls, name: str = "cpu", n_threads: int | None = None) -> "Scheduler":
@@ -42,6 +45,7 @@ class Scheduler(Handle):
         lib.ggml_backend_sched_reset(self.ptr)
         if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph):
             raise MemoryError("ggml could not allocate the compute graph")
-        status = lib.ggml_backend_sched_graph_compute(self.ptr, graph)
+        with self.compute_lock:
+            status = lib.ggml_backend_sched_graph_compute(self.ptr, graph)
         if status != lib.GGML_STATUS_SUCCESS:
             raise RuntimeError(f"ggml graph computation failed: {ffi.string(lib.ggml_status_to_string(status)).decode()}")

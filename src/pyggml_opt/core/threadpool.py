@@ -17,11 +17,16 @@ does by default), for comparisons (benchmarks/bench_contention.py).
 A forked child has none of its parent's threads: ``os.register_at_fork`` detaches (pauses) every pool
 before the fork and attaches it again in the parent, and makes every backend forget its pool in the
 child (the pool's memory is left alone: freeing it would wait for threads that do not exist there), so
-the child's graphs run as without a pool.
+the child's graphs run as without a pool. A fork happens only between graphs: every graph computed on a
+CPU backend holds the backend's ``ComputeLock``, and the before-fork handler takes all of them. Pausing
+a pool while another thread's graph ran on it hung that graph for ever (issue 26: the graph's worker
+saw the pause before the graph and went to sleep, and the calling thread spun at the graph's first
+barrier, the pool never resumed).
 """
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 
 from .._lib import CData, cpu_proc, ffi, lib
@@ -55,19 +60,67 @@ class ThreadPool(Handle):
         self.n_threads = n_threads
 
 
-class PoolSlot:
-    """The pool a CPU backend uses, replaced when its thread count changes. ``backend_ptr`` is the
-    ``ggml_backend_t``; the slot must be closed before the backend is freed."""
+class ComputeLock:
+    """Held around every graph computed on a CPU backend (``with backend.compute_lock:`` in
+    ``Scheduler.compute`` and ``OptContext.eval``) and while its pool is replaced; the before-fork
+    handler takes the locks of all backends, so a fork happens between graphs. While a fork waits for
+    them, a thread about to compute waits for the fork to end first (the fork would else wait for as
+    long as graphs keep coming), unless it holds such a lock already: a graph computed from inside
+    another one's call (the optimizer's callback, which ggml-opt calls before its graph starts) must
+    not wait for a fork that waits for the outer graph. Re-entrant for the same reason."""
 
-    def __init__(self, backend_ptr: CData) -> None:
-        self.backend_ptr = backend_ptr
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> None:
+        if _fork_pending and not _holds_a_compute_lock():
+            with _fork_gate:
+                pass
+        self._lock.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+    def acquire(self, blocking: bool = True) -> bool:
+        """Take the lock without waiting for a pending fork (the fork handler's own way); with
+        ``blocking=False`` False at once if another thread holds it."""
+        return self._lock.acquire(blocking)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def held_here(self) -> bool:
+        """Held by the calling thread."""
+        return self._lock._is_owned()  # type: ignore[attr-defined] # RLock's, what threading.Condition uses
+
+    def _renew_in_child(self) -> None:
+        # in a forked child: held by no thread but the forking one, which may hold it (a fork from the
+        # optimizer's callback) and releases it itself; any other holder does not exist here
+        if not self.held_here():
+            self._lock = threading.RLock()
+
+
+class PoolSlot:
+    """The pool a CPU backend uses, replaced when its thread count changes. ``backend`` is the
+    ``Backend`` that owns the slot (kept as a weak reference: the fork handlers skip a slot whose
+    backend is gone or closed); the slot must be closed before the backend is freed. ``lock``: the
+    backend's ``ComputeLock``."""
+
+    def __init__(self, backend: Handle) -> None:
+        self._backend = weakref.ref(backend)
         self._set_pool = cpu_proc("ggml_backend_cpu_set_threadpool", _SET)
         self.pool: ThreadPool | None = None
+        self.lock = ComputeLock()
         _slots.add(self)
 
     def _set(self, pool_ptr: CData) -> None:
-        if self._set_pool is not None:
-            self._set_pool(self.backend_ptr, pool_ptr)
+        # the local reference keeps a backend that is being dropped alive through the call (the GIL is
+        # released during it; a fork handler may hold this slot after its backend was collected)
+        backend = self._backend()
+        if self._set_pool is not None and backend is not None and not backend.closed:
+            self._set_pool(backend.ptr, pool_ptr)
 
     def use(self, n_threads: int) -> None:
         """Run the backend's graphs on a pool of ``n_threads`` (none for one thread, or with pools off)."""
@@ -75,11 +128,12 @@ class PoolSlot:
             n_threads = 1
         if (self.pool.n_threads if self.pool is not None else 1) == n_threads or self._set_pool is None:
             return
-        old = self.pool
-        self.pool = ThreadPool(n_threads) if n_threads > 1 else None
-        self._set(self.pool.ptr if self.pool is not None else ffi.NULL)
-        if old is not None:
-            old.close()
+        with self.lock:
+            old = self.pool
+            self.pool = ThreadPool(n_threads) if n_threads > 1 else None
+            self._set(self.pool.ptr if self.pool is not None else ffi.NULL)
+            if old is not None:
+                old.close()
 
     def close(self) -> None:
         """Detach and free the pool (before the backend itself is freed)."""
@@ -96,26 +150,92 @@ class PoolSlot:
 
 
 _slots: "weakref.WeakSet[PoolSlot]" = weakref.WeakSet()
+# Held by a forking thread from its before-fork handler to its after-fork one (one fork at a time);
+# _fork_pending is set meanwhile, for ComputeLock to read without taking a lock.
+_fork_gate = threading.Lock()
+_fork_pending = False
+# The slots whose locks the forking thread holds, by thread id (it keeps its id in the child; a thread
+# whose before-fork handler failed, interrupted while waiting, has none).
+_held: dict[int, list[PoolSlot]] = {}
+
+
+def _holds_a_compute_lock() -> bool:
+    return any(slot.lock.held_here() for slot in list(_slots))
+
+
+def _lock_all_slots() -> list[PoolSlot]:
+    # Waits only while holding no slot's lock, so it is never part of a cycle of waits (a thread that
+    # holds one slot's lock may wait for another's: a graph computed from the optimizer's callback):
+    # takes every lock without waiting; at a busy one, releases them all, waits for that one (the GIL
+    # released meanwhile) and tries the others again. New graphs wait for the fork (_fork_pending), so
+    # the busy locks run out.
+    held: list[PoolSlot] = []
+    try:
+        while True:
+            busy = None
+            for slot in list(_slots):
+                if slot not in held:
+                    if not slot.lock.acquire(blocking=False):
+                        busy = slot
+                        break
+                    held.append(slot)
+            if busy is None:
+                return held
+            for slot in held:
+                slot.lock.release()
+            held = []
+            busy.lock.acquire()
+            held.append(busy)
+    except BaseException:
+        for slot in held:
+            slot.lock.release()
+        raise
 
 
 def _detach_pools_before_fork() -> None:
-    # the child would otherwise detach them itself (_forget), and detaching pauses a pool under its
-    # mutex, which one of the parent's workers may hold at the moment of the fork (it takes it when it
-    # stops polling): pause them here, where the workers exist
-    for slot in list(_slots):
+    # Between graphs only: pausing a pool while a graph runs on it hangs that graph. Paused here, in
+    # the parent, rather than in the child (_forget), as detaching pauses a pool under its mutex, which
+    # one of the parent's workers may hold at the moment of the fork (it takes it when it stops polling).
+    global _fork_pending
+    _fork_gate.acquire()
+    _fork_pending = True
+    try:
+        held = _held[threading.get_ident()] = _lock_all_slots()
+    except BaseException:
+        # a Ctrl+C while waiting: the fork goes on anyway (Python ignores a handler's exception), as
+        # before these locks existed
+        _fork_pending = False
+        _fork_gate.release()
+        raise
+    for slot in held:
         if slot.pool is not None:
             slot._set(ffi.NULL)
 
 
 def _attach_pools_after_fork_in_parent() -> None:
-    for slot in list(_slots):
+    global _fork_pending
+    if threading.get_ident() not in _held:
+        return  # this thread's before-fork handler failed (interrupted): it holds nothing
+    for slot in _held.pop(threading.get_ident()):
         if slot.pool is not None:
             slot._set(slot.pool.ptr)
+        slot.lock.release()
+    _fork_pending = False
+    _fork_gate.release()
 
 
 def _forget_pools_after_fork() -> None:
+    # only the forking thread exists here: whatever it does not hold is free, whoever held it before
+    # (another thread's fork in progress too, where this one's handler was interrupted)
+    global _fork_pending, _fork_gate
+    for slot in _held.pop(threading.get_ident(), []):
+        slot.lock.release()
     for slot in list(_slots):
         slot._forget()
+        slot.lock._renew_in_child()
+    _held.clear()
+    _fork_pending = False
+    _fork_gate = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
