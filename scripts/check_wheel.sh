@@ -57,7 +57,9 @@ locked() {  # run "$@" holding the build lock, when flock(1) exists
 ensure_tools() {  # pip packages this script runs as modules
     local missing=()
     for mod in "$@"; do
-        "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$mod') is None)" || missing+=("$mod")
+        # from / : in the repository, the folder build/ would pass for the package build
+        (cd / && "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$mod') is None)") \
+            || missing+=("$mod")
     done
     if [ "${#missing[@]}" -gt 0 ]; then
         echo "== installing ${missing[*]}"
