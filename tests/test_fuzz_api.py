@@ -76,8 +76,9 @@ def cases(draw):
     # "fn:..." a loss function of fuzz_worker.LOSS_FUNCTIONS on float label rows
     loss = draw(st.sampled_from(["cross_entropy", "cross_entropy", "mse", "mean", "sum", "mae", "huber",
                                  "binary_cross_entropy", "fn:squares", "fn:mean_squares", "fn:log_cosh"]))
-    kind = draw(st.sampled_from(["mlp", "mlp", "cnn", "tokens"]))
+    kind = draw(st.sampled_from(["mlp", "mlp", "cnn", "tokens", "function"]))
     vocab = draw(st.integers(1, 12))
+    function = None
     if kind == "mlp":  # MLP on (n, f)
         f, h = draw(st.integers(1, 8)), draw(st.integers(1, 8))
         act = draw(st.sampled_from(["relu", "tanh", "gelu", "layernorm", "batchnorm"]))
@@ -90,13 +91,23 @@ def cases(draw):
                   "mha": [("mha", dim, 1)]}[draw(st.sampled_from(["none", "pos", "block", "mha"]))]
         layers = [(embedding, vocab, dim), *middle, ("gap", 0, 0), ("linear", dim, classes)]
         tail = [steps]
+    elif kind == "function":  # FunctionModel: ids as floats (n, f), cast to int32 and embedded in its graph
+        steps, dim = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+        tail = [steps + draw(st.integers(0, 2))]
+        layers = []
+        # added to the ids inside the graph: most shifts move ids that x holds in range out of the table,
+        # where only the graph can see them (the CPU's GET_ROWS fails the graph: a ValueError)
+        shift = draw(st.sampled_from([0, 0, 0, -1, vocab, -2**31, 1e10]))
+        function = {"vocab": vocab, "dim": dim, "steps": steps, "classes": classes, "shift": shift,
+                    "input_shape": tail}
     else:  # CNN on (n, c, hw, hw)
         c, k, hw = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(2, 6))
         layers = [("conv", c, k), ("relu", 0, 0), ("pool", 2, 0), ("flatten", 0, 0),
                   ("linear", k * (hw // 2) ** 2, classes)]
         tail = [c, hw, hw]
     y_tail = [] if loss == "cross_entropy" and draw(st.booleans()) else [classes]
-    x = {"kind": "tokens" if kind == "tokens" else draw(st.sampled_from(["float32", "float64", "int", "list"])),
+    x = {"kind": "tokens" if kind == "tokens" else "float_ids" if kind == "function" else
+         draw(st.sampled_from(["float32", "float64", "int", "list"])),
          "shape": [n, *tail], "fill": "", "scale": 1.0, "seed": draw(st.integers(0, 2**16)), "vocab": vocab,
          "offset": 0}
     y = {"kind": "ids" if not y_tail else "onehot" if loss == "cross_entropy" else
@@ -109,7 +120,8 @@ def cases(draw):
             "lr": draw(st.sampled_from([1e-3, 0.1, 1.0])), "beta1": draw(st.sampled_from([0.9, 0.0, 0.999])),
             "wd": draw(st.sampled_from([0.0, 0.5, 1.0])), "backend": "cpu", "mutations": [],
             "weights": draw(st.sampled_from(["none", "none", "random"])) if loss not in ("mean", "sum") else "none",
-            "metrics": draw(st.sampled_from(METRICS))}
+            "metrics": draw(st.sampled_from(METRICS)), "function": function,
+            "threads": draw(st.sampled_from([1, 2])) if function else 1}
     if n * (1 - case["val"]) < 1:
         case["val"] = 0.0
     for m in draw(st.lists(st.sampled_from(MUTATIONS), max_size=2).filter(lambda l: len(l) != 1 or draw(st.booleans()))):
@@ -154,8 +166,8 @@ def cases(draw):
             y["kind"] = draw(st.sampled_from(["str", "object", "none"]))
         elif m == "batch_type":
             case["batch"] = draw(st.sampled_from([1.5, "8", None]))
-        elif m == "token_range":
-            x["offset"] = draw(st.sampled_from([-1, vocab]))
+        elif m == "token_range":  # ids out of range in x: checked by Python (tokens) or the graph (function)
+            x["offset"] = draw(st.sampled_from([-1, vocab, 2**31]))
         elif m == "weights":
             case["weights"] = draw(st.sampled_from(["negative", "short", "zeros", "nan", "str"]))
         elif m == "metrics":

@@ -2102,7 +2102,7 @@ typedef struct ggml_gallocr * ggml_gallocr_t;
         struct ggml_tensor * inputs,
         struct ggml_tensor * outputs);
     void ggml_opt_alloc(ggml_opt_context_t opt_ctx, bool backward);
-    void ggml_opt_eval(ggml_opt_context_t opt_ctx, ggml_opt_result_t result);
+    enum ggml_status ggml_opt_eval(ggml_opt_context_t opt_ctx, ggml_opt_result_t result);
     typedef void (*ggml_opt_epoch_callback)(
             bool train,
             ggml_opt_context_t opt_ctx,
@@ -2111,7 +2111,7 @@ typedef struct ggml_gallocr * ggml_gallocr_t;
             int64_t ibatch,
             int64_t ibatch_max,
             int64_t t_start_us);
-    void ggml_opt_epoch(
+    enum ggml_status ggml_opt_epoch(
             ggml_opt_context_t opt_ctx,
             ggml_opt_dataset_t dataset,
             ggml_opt_result_t result_train,
@@ -2127,7 +2127,7 @@ typedef struct ggml_gallocr * ggml_gallocr_t;
             int64_t ibatch,
             int64_t ibatch_max,
             int64_t t_start_us);
-    void ggml_opt_fit(
+    enum ggml_status ggml_opt_fit(
             ggml_backend_sched_t backend_sched,
             struct ggml_context * ctx_compute,
             struct ggml_tensor * inputs,

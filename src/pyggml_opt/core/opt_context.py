@@ -10,7 +10,7 @@ from ..checks import check_int
 from .context import Context
 from .handle import Handle
 from .result import Result
-from .scheduler import Scheduler
+from .scheduler import Scheduler, check_status
 
 LOSS_TYPES = {
     "mean": lib.GGML_OPT_LOSS_TYPE_MEAN,
@@ -134,17 +134,22 @@ class OptContext(Handle):
         lib.ggml_opt_alloc(self.ptr, backward)
 
     def eval(self, result: Result | None = None) -> None:
-        """Compute the allocated graph (GIL released); accumulate into ``result`` if given."""
+        """Compute the allocated graph (GIL released); accumulate into ``result`` if given.
+
+        A computation that fails raises (``check_status``: ValueError for an index outside its table)
+        and counts for nothing: ggml-opt leaves ``result``, the iteration count and the gradient
+        accumulation step as they were (vendor patch 0037); the context takes the next ``alloc``."""
         _evaluating.optimizer = self.optimizer
         try:
             with self.scheduler.compute_lock:
-                lib.ggml_opt_eval(self.ptr, result.ptr if result is not None else ffi.NULL)
+                status = lib.ggml_opt_eval(self.ptr, result.ptr if result is not None else ffi.NULL)
         finally:
             _evaluating.optimizer = None
         for backend in self.scheduler.backends:
             backend.computed()
         if self.optimizer is not None:
             self.optimizer.raise_pending()
+        check_status(status)
 
     @property
     def labels(self) -> CData:

@@ -7,6 +7,26 @@ from .handle import Handle
 
 GRAPH_SIZE = 16384
 
+# The CPU backend fails a graph (GGML_STATUS_FAILED, vendor patch 0037) only where an op that picks rows
+# by index met an index outside its table; it stops the graph after that node, so a training step's
+# optimizer update never runs on those rows.
+INDEX_ERROR = ("an index op (embedding / gather) got an index outside its table: ids that only the graph sees "
+               "(computed in it, such as ops.to_int32 of input values, or tokens that generate sampled) must lie in "
+               "[0, rows of the table). Nothing was computed past that op: a training step left the weights as "
+               "they were")
+
+
+def check_status(status: int) -> None:
+    """Raise for a ``ggml_status`` other than success: ValueError for an index outside its table
+    (``INDEX_ERROR``), MemoryError for an allocation that failed, RuntimeError otherwise."""
+    if status == lib.GGML_STATUS_SUCCESS:
+        return
+    if status == lib.GGML_STATUS_FAILED:
+        raise ValueError(f"ggml could not compute the graph: {INDEX_ERROR}")
+    if status == lib.GGML_STATUS_ALLOC_FAILED:
+        raise MemoryError("ggml could not allocate memory to compute the graph")
+    raise RuntimeError(f"ggml graph computation failed: {ffi.string(lib.ggml_status_to_string(status)).decode()}")
+
 
 class Scheduler(Handle):
     """Owns a ``ggml_backend_sched_t`` over ``backends`` (in priority order).
@@ -41,11 +61,11 @@ class Scheduler(Handle):
         return self.backends[0]
 
     def compute(self, graph: CData) -> None:
-        """Allocate and compute ``graph`` (a ``struct ggml_cgraph *``); releases the GIL while computing."""
+        """Allocate and compute ``graph`` (a ``struct ggml_cgraph *``); releases the GIL while computing.
+        A failed computation raises (``check_status``)."""
         lib.ggml_backend_sched_reset(self.ptr)
         if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph):
             raise MemoryError("ggml could not allocate the compute graph")
         with self.compute_lock:
             status = lib.ggml_backend_sched_graph_compute(self.ptr, graph)
-        if status != lib.GGML_STATUS_SUCCESS:
-            raise RuntimeError(f"ggml graph computation failed: {ffi.string(lib.ggml_status_to_string(status)).decode()}")
+        check_status(status)

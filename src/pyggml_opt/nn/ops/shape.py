@@ -113,7 +113,13 @@ def embedding(ids: Tensor, table: Tensor) -> Tensor:
     """Rows of ``table`` (vocab, dim) picked by the int32 ``ids`` (n, T): (n, T, dim).
 
     GET_ROWS over the ids flattened to one axis: ggml's backward pass of GET_ROWS takes a 2-D table
-    and 1-D indices only. The ids get no gradient; the table gets the rows' gradients summed."""
+    and 1-D indices only. The ids get no gradient; the table gets the rows' gradients summed.
+
+    Ids must lie in [0, vocab). Those the user passes in are checked in Python (an ``Embedding`` layer's
+    input); the others (computed in the graph, such as ``to_int32`` of input values, or tokens that
+    ``generate`` sampled) are checked by the CPU backend as the graph runs: an id outside the table
+    fails the computation, which raises ValueError, and nothing after this op is computed (so no
+    training step is taken; vendor patch 0037). The CUDA and Metal kernels do not check them."""
     check_tensor("ids", ids)
     check_tensor("table", table)
     if ids.ptr.type != lib.GGML_TYPE_I32 or ids.ndim != 2:
@@ -130,6 +136,8 @@ def embedding(ids: Tensor, table: Tensor) -> Tensor:
 
 
 def to_int32(a: Tensor) -> Tensor:
-    """Float values as int32 (ggml_cast): ids that travelled as floats. No gradient flows through it."""
+    """Float values as int32 (ggml_cast, truncating toward zero): ids that travelled as floats. No gradient
+    flows through it. Values beyond int32's range have no defined result (x86 gives -2^31): as ids, an
+    index op refuses them (``embedding``)."""
     check_tensor("a", a)
     return wrap(lib.ggml_cast(graph_context(a).ptr, a.ptr, lib.GGML_TYPE_I32), a)
