@@ -3,9 +3,9 @@ examples/mnist hyperparameters: 30 epochs, logical batch 1000, physical batch 50
 split, AdamW with lr 1e-3, seed 0.
 
 Targets (issue 3): MLP (ggml's mnist-fc) >= 88.0 % (ggml's C++ mnist-train: 88.6 %), CNN (mnist-cnn)
->= 86 % (ggml's C++: 86.6 %). In a run of the README's test command on 2 shared cores (AMD EPYC, Zen
-4) the MLP took 46 s, the CNN 2 min 10 s: it is marked ``slow`` (runs by default; ``pytest -m "not
-slow"`` leaves it out).
+>= 86 % (ggml's C++: 86.6 %). In two runs of the README's test command on 2 shared cores (AMD EPYC,
+Zen 4; nearly idle, then beside other work) the MLP took 22 and 46 s, the CNN 68 s and 2 min 10 s:
+it is marked ``slow`` (runs by default; ``pytest -m "not slow"`` leaves it out).
 
 Needs Debian's ``dataset-fashion-mnist``: skips without it, or fails when
 ``PYGGML_OPT_REQUIRE_C_TESTS=1`` (CI, where it is installed).
