@@ -95,8 +95,8 @@ def default_n_threads() -> int:
     """The CPU threads a backend uses when not told: the first positive integer among the
     environment variables PYGGML_OPT_NUM_THREADS and OMP_NUM_THREADS, else the cores this process may
     run on (``os.sched_getaffinity``), never more than those cores. ggml's workers spin at barriers,
-    so a thread more than the cores granted costs far more than it brings (a small fit took 403-434
-    ms with 2 threads against 11-19 ms with 1 while other processes kept both cores busy)."""
+    so a thread more than the cores granted costs far more than it brings (an order of magnitude on a
+    small fit: benchmarks/CPU_SPEED.md, "Measurements behind design choices")."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # macOS and Windows have no affinity API

@@ -1,15 +1,14 @@
 """``ThreadPool``: the CPU backend's worker threads, kept from one graph to the next.
 
 Without a pool of its own, ggml's CPU backend starts and joins its worker threads for every graph it
-computes; a training step of a small model is then mostly thread start-up (a small MLP fit + predict
-on 2 threads: 29-41 ms without a pool, 13 ms with one; benchmarks/CPU_SPEED.md). A pool's workers poll
+computes; a training step of a small model is then mostly thread start-up (benchmarks/CPU_SPEED.md,
+"Measurements behind design choices"). A pool's workers poll
 for the next graph for at most ``POLL`` milliseconds, yielding their core between checks (vendor
 patches 0011 and 0029), then sleep until woken. Waking a sleeping worker costs more than a small
 graph's work: the forward cache runs a small graph on the pool only while graphs come less than
 ``POLLING_S`` apart (``Backend.idle_s``), when its workers still poll. After its model's last graph a
-pool competes with other work for at most those milliseconds (before 0029 it polled ~80 ms, and was
-paused at the end of every call: a small fit took 14 or 155 ms depending on whether the last model's
-pool was still polling).
+pool competes with other work for at most those milliseconds (a time bound, not a count of checks: a
+pool that polled for longer made the next model's small fit wait for it).
 
 ``PYGGML_OPT_THREAD_POOL=0`` in the environment turns pools off (threads started per graph, as ggml
 does by default), for comparisons (benchmarks/bench_contention.py).

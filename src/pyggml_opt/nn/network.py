@@ -43,10 +43,9 @@ class UseLock:
     Re-entrant: fit's callbacks run in fit's thread and may call predict / evaluate.
 
     First come, first served: releasing hands the lock to the longest-waiting thread. Python's own
-    locks let the releasing thread take them again at once: 8 threads in a loop of batch-1 predicts on
-    one model (mnist-fc, one ggml thread, 2 cores; benchmarks/bench_threads.py) waited 45 us at the
-    median and 8 ms at p99 with an RLock, 0.6 and 1.1 ms here, for ~0.7x the RLock's requests per
-    second (each request passes the lock, and the GIL, to another thread: two context switches).
+    locks let the releasing thread take them again at once, so a thread in a loop of calls starves the
+    others (their p99 wait grew by orders of magnitude); handing over costs some throughput instead,
+    two context switches per call (benchmarks/CPU_SPEED.md, "Measurements behind design choices").
 
     In a child forked while another thread held it, ``acquire`` raises RuntimeError instead of
     waiting for a thread that does not exist there (the network is left as that call left it)."""

@@ -9,12 +9,12 @@ on one scheduler would overwrite each other's allocations. A session keeps a few
 size, in a ``ForwardCache``. A graph too small to be worth waking a pool's workers for
 (``SMALL_GRAPH_FLOP``: mnist-fc or mnist-cnn at batch 1 or 2) runs on the session's thread pool only
 while graphs come less than ``POLLING_S`` apart (a loop of predicts: the workers poll between them),
-and else on a CPU backend of one thread without a pool, computing in the calling thread (mnist-fc at
-batch 1, 2 idle cores: 110 us on a sleeping pool, 44 us on one thread, 34 us on a polling pool; with
-both cores busy elsewhere a predict took 650 us on the pool, 47 us on one thread). Such a graph is
-built a second time for the one thread when needed (``StaticForward.one_thread``). predict builds one
-for a batch size only when that size comes again, in the same call (its next batch) or in a later one
-(building a static graph costs several evaluations: a caller whose every call has a new number of
+and else on a CPU backend of one thread without a pool, computing in the calling thread: waking
+sleeping workers costs more than such a graph's work, and workers that wait for a core taken by other
+processes cost far more (benchmarks/CPU_SPEED.md, "Measurements behind design choices"). Such a graph
+is built a second time for the one thread when needed (``StaticForward.one_thread``). predict builds
+one for a batch size only when that size comes again, in the same call (its next batch) or in a later
+one (building a static graph costs several evaluations: a caller whose every call has a new number of
 samples keeps ggml-opt's allocation-based graphs, built per batch, as before). A call of several full
 batches runs them all on the cached graph: one compute buffer (fit's validation: the first batch on an
 allocation-based graph kept a second buffer of the size of the cached one).
