@@ -3,7 +3,7 @@ which reads the source statically, see what a few of pyggml_opt's objects are at
 
 Four patterns in the package make objects at import time that static analysis sees as plain assignments:
 
-- ``__doc__ = nn.Sequential.__doc__`` in a class body (``models/model.py``): the class gets that
+- ``__doc__ = nn.SequentialNetwork.__doc__`` in a class body (``models/model.py``): the class gets that
   docstring;
 - ``fit = _method(fit, "example")`` in ``Model`` (``models/model.py``): a method with the function's
   signature, its first parameter named ``self``, and its docstring about "this model" with the example;

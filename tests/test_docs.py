@@ -65,7 +65,7 @@ def test_docs_build_strict_with_the_api_reference(tmp_path):
     for name in ("Model.fit", "Model.evaluate", "Model.predict", "Model.save", "Sequential", "FunctionModel"):
         assert f'id="pyggml_opt.models.{name}"' in models, name
     assert "physical_batch_size" in models  # fit's signature and docstring, as a method of Model
-    assert "Layers applied in order" in models  # Sequential's docstring (assigned from nn.Sequential)
+    assert "Layers applied in order" in models  # Sequential's docstring (assigned from nn.SequentialNetwork)
     layers = page("api/layers")
     for name in ("Linear", "Conv2d", "MaxPool2d", "ReLU", "GELU", "LayerNorm"):
         assert f'id="pyggml_opt.nn.layers.{name}"' in layers, name

@@ -1,5 +1,6 @@
 """The models users build and train: ``Model`` gives a network the training API (fit, evaluate,
-predict, save); ``Sequential`` and ``FunctionModel`` are nn's networks with it."""
+predict, save); ``Sequential`` and ``FunctionModel`` are nn's ``SequentialNetwork`` and
+``FunctionNetwork`` with it (their class names are what saved configurations name)."""
 from __future__ import annotations
 
 import functools
@@ -46,10 +47,10 @@ class Model(Network):
 
 
 @register
-class Sequential(Model, nn.Sequential):
-    __doc__ = nn.Sequential.__doc__
+class Sequential(Model, nn.SequentialNetwork):
+    __doc__ = nn.SequentialNetwork.__doc__
 
 
 @register
-class FunctionModel(Model, nn.FunctionModel):
-    __doc__ = nn.FunctionModel.__doc__
+class FunctionModel(Model, nn.FunctionNetwork):
+    __doc__ = nn.FunctionNetwork.__doc__

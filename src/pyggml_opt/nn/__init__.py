@@ -2,14 +2,14 @@
 training: a network is what ``pyggml_opt.training`` trains and ``pyggml_opt.saving`` writes."""
 from . import layers, ops
 from .backward import check_backward
-from .functional import FunctionModel
+from .functional import FunctionNetwork
 from .graph import ForwardGraph, output_shape_of
 from .network import Network, check_network, check_rebuilds
 from .ops import Tensor
 from .params import ParamStore
 from .registry import deserialize, register, serialize
-from .sequential import Sequential
+from .sequential import SequentialNetwork
 from .shapes import MAX_SAMPLE_AXES
 
-__all__ = ["ForwardGraph", "FunctionModel", "MAX_SAMPLE_AXES", "Network", "ParamStore", "Sequential", "Tensor",
+__all__ = ["ForwardGraph", "FunctionNetwork", "MAX_SAMPLE_AXES", "Network", "ParamStore", "SequentialNetwork", "Tensor",
            "check_backward", "check_network", "check_rebuilds", "deserialize", "layers", "ops", "output_shape_of", "register", "serialize"]

@@ -1,4 +1,4 @@
-"""``FunctionModel``: a network written as a Python function over tensor ops."""
+"""``FunctionNetwork``: a network written as a Python function over tensor ops."""
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
@@ -15,7 +15,7 @@ from .ops import Tensor, new_input
 from .params import uniform_init
 
 
-class FunctionModel(Network):
+class FunctionNetwork(Network):
     """A model written as a Python function over tensor ops, for what Sequential cannot express.
 
     ``forward(x, params) -> Tensor`` uses ``pyggml_opt.ops``; ``params`` maps each name of
@@ -118,5 +118,5 @@ class FunctionModel(Network):
                 "init": self._init}
 
     @classmethod
-    def from_config(cls, config: dict) -> "FunctionModel":
+    def from_config(cls, config: dict) -> "FunctionNetwork":
         return cls(config["forward"], config["param_shapes"], config.get("init"))

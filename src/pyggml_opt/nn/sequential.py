@@ -1,4 +1,5 @@
-"""``Sequential``: layers applied in order."""
+"""``SequentialNetwork``: the network of layers applied in order (``pgo.Sequential`` is it with the
+training API)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -15,7 +16,7 @@ from .registry import deserialize, serialize
 
 
 def application_order(layers: Sequence[Layer]) -> list[int]:
-    """The order in which a Sequential applies its layers (indices): as given, except that a ReLU directly
+    """The order in which a SequentialNetwork applies its layers (indices): as given, except that a ReLU directly
     before a max pooling whose padding is smaller than its window (every window holds an input value)
     runs after it. max(relu(x)) is relu(max(x)) value for value (ReLU keeps the order of values and passes
     positive ones unchanged; a window of values <= 0 gives 0 either way), and the gradients agree up to
@@ -31,7 +32,7 @@ def application_order(layers: Sequence[Layer]) -> list[int]:
     return order
 
 
-class Sequential(Network):
+class SequentialNetwork(Network):
     """Layers applied in order. Parameter names are ``<layer name>.<param>`` where a layer's name is
     its ``name`` argument or its index in the list (as in PyTorch: "0.weight", "2.bias"); the layers'
     buffers are named the same way ("1.running_mean")."""
@@ -121,7 +122,7 @@ class Sequential(Network):
         return {"layers": [serialize(layer) for layer in self.layers]}
 
     @classmethod
-    def from_config(cls, config: dict) -> "Sequential":
+    def from_config(cls, config: dict) -> "SequentialNetwork":
         if not isinstance(config, dict) or not isinstance(config.get("layers"), list):
             raise ValueError("a Sequential configuration needs a list of layers")
         return cls([deserialize(spec, Layer) for spec in config["layers"]])
