@@ -81,3 +81,18 @@ def test_rate_zero_is_no_dropout_and_checks(tmp_path):
     back = pgo.load(tmp_path / "d.gguf")
     assert back.layers[1].rate == 0.2
     np.testing.assert_array_equal(back.predict(X), m.predict(X))
+
+
+def test_shape_queries_leave_the_built_model_as_it_is():
+    """Layer.infer / output_shape and Network.shapes_for are queries: asking about another input shape
+    changes neither a layer nor the model (the step inputs of the training graph stay those of the
+    shape the model was built for; a Dropout once took the mask shape of the last query)."""
+    m = pgo.Sequential([L.Dropout(0.5), L.Flatten(), L.Linear(12, 3)], input_shape=(2, 6))
+    assert m.step_inputs() == {"0.mask": (2, 6)}
+    assert m.layers[0].infer((3, 4)) == L.LayerShapes((3, 4), step_inputs={"mask": (3, 4)})
+    assert m.layers[0].output_shape((4, 3)) == (4, 3)
+    assert m.shapes_for((3, 4)) == {"2.weight": (3, 12), "2.bias": (3,)}
+    assert m.step_inputs() == {"0.mask": (2, 6)}
+    x = np.random.default_rng(0).normal(size=(16, 2, 6)).astype(np.float32)
+    h = m.fit(x, np.arange(16) % 3, epochs=1, batch_size=8, **FAST)
+    assert np.isfinite(h["loss"]).all()

@@ -280,18 +280,18 @@ def test_forward_matches_numpy(sched, name):
 
 
 def test_forward_layers_match_numpy(sched):
-    """The layers of nn/layers.py (shapes from output_shape, values from forward)."""
+    """The layers of nn/layers (shapes from infer, values from forward)."""
     x = _r(2, 2, 6, 6)
     k, b = _r(3, 2, 3, 3, seed=1), _r(3, 1, 1, seed=2)
     conv = L.Conv2d(2, 3, 3, padding=1)
-    assert conv.output_shape((2, 6, 6)) == (3, 6, 6)
+    assert conv.infer((2, 6, 6)) == L.LayerShapes((3, 6, 6), {"kernel": (3, 2, 3, 3), "bias": (3, 1, 1)})
     out, shape, _ = run_graph(sched, lambda x, k, b: conv.forward(x, {"kernel": k, "bias": b}), [x, k, b])
     assert shape == (2, 3, 6, 6)
     np.testing.assert_allclose(out, np_conv2d(x.astype(np.float64), k, padding=(1, 1)) + b, rtol=1e-4, atol=1e-5)
 
     ln = L.LayerNorm(5)
     xl, w, bb = _r(3, 5, seed=3), _r(5, seed=4), _r(5, seed=5)
-    ln.output_shape((5,))
+    assert ln.infer((5,)).params == {"weight": (5,), "bias": (5,)}
     out, shape, _ = run_graph(sched, lambda x, w, b: ln.forward(x, {"weight": w, "bias": b}), [xl, w, bb])
     assert shape == (3, 5)
     np.testing.assert_allclose(out, np_layer_norm(xl.astype(np.float64)) * w + bb, rtol=1e-4, atol=1e-5)
@@ -422,7 +422,6 @@ def test_large_magnitude_gradients_are_finite(sched, name, fn, ref):
 def test_layer_norm_affine_gradients(sched):
     """LayerNorm with its learnt weight and bias: gradients for the input and both parameters."""
     ln = L.LayerNorm(6)
-    ln.output_shape((6,))
     x, w, b = _r(4, 6, scale=2), (1 + 0.3 * _r(6, seed=1)), 0.5 * _r(6, seed=2)
     check_grad(sched, lambda x, w, b: ln.forward(x, {"weight": w, "bias": b}),
                lambda x, w, b: np_layer_norm(x) * w + b, [x, w, b])
@@ -431,7 +430,6 @@ def test_layer_norm_affine_gradients(sched):
 def test_conv2d_layer_gradients(sched):
     """Conv2d layer (kernel and the (out, 1, 1) bias broadcast over the feature maps)."""
     conv = L.Conv2d(2, 3, 3, padding=1)
-    conv.output_shape((2, 4, 5))
     x, k, b = _r(2, 2, 4, 5), _r(3, 2, 3, 3, seed=1), _r(3, 1, 1, seed=2)
     check_grad(sched, lambda x, k, b: conv.forward(x, {"kernel": k, "bias": b}),
                lambda x, k, b: np_conv2d(x, k, padding=(1, 1)) + b, [x, k, b])

@@ -216,9 +216,8 @@ class NormedMLP(L.Block):
         self.dim = dim
         self.children = {"bn": L.BatchNorm1d(dim), "fc": L.Linear(dim, dim)}
 
-    def output_shape(self, input_shape):
-        self.build_children({"bn": input_shape, "fc": input_shape})
-        return input_shape
+    def infer(self, input_shape):
+        return self.infer_children({"bn": input_shape, "fc": input_shape}, input_shape)
 
     def forward(self, x, params):
         return self.call("fc", self.call("bn", x, params), params)

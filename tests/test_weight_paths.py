@@ -24,7 +24,7 @@ import pyggml_opt as pgo
 from pyggml_opt.core import Backend, GGUFFile, tensor_data
 from pyggml_opt.data import CharTokenizer
 from pyggml_opt.nn import ParamStore, register
-from pyggml_opt.nn.layers import Layer
+from pyggml_opt.nn.layers import Layer, LayerShapes
 
 from support import FAST, X
 
@@ -38,9 +38,8 @@ class ScaleNoConfig(Layer):
         super().__init__(name)
         self.n = n
 
-    def output_shape(self, input_shape):
-        self.param_shapes = {"w": (self.n,)}
-        return input_shape
+    def infer(self, input_shape):
+        return LayerShapes(input_shape, {"w": (self.n,)})
 
     def init(self, pname, shape, rng):
         return np.arange(1, self.n + 1, dtype=np.float32)

@@ -10,7 +10,7 @@ from .._lib import CData, lib
 from ..checks import check_int
 from ..core import GRAPH_SIZE, Context
 from .graph import output_shape_of
-from .network import Network, SummaryRow
+from .network import Network, NetworkShapes, SummaryRow
 from .ops import Tensor, new_input
 from .params import uniform_init
 
@@ -41,8 +41,8 @@ class FunctionNetwork(Network):
         if input_shape is not None:
             self.build(input_shape)
 
-    def _build_shapes(self, input_shape: tuple[int, ...]) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
-        return dict(self._declared), output_shape_of(self, self._declared, input_shape)
+    def _build_shapes(self, input_shape: tuple[int, ...]) -> NetworkShapes:
+        return NetworkShapes(output_shape_of(self, self._declared, input_shape), dict(self._declared))
 
     def _init_param(self, name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         if self._init is not None:

@@ -11,10 +11,7 @@ architecture, weights, loss and history, no native state shared.
 from __future__ import annotations
 
 import copy
-import os
-import threading
-import weakref
-from collections import deque
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar, Union
 
 import numpy as np
@@ -24,6 +21,7 @@ from ..core import Backend
 from .ops import Tensor
 from .params import ParamStore, check_param_name
 from .shapes import MAX_SAMPLE_AXES
+from .use_lock import UseLock
 
 _N = TypeVar("_N", bound="Network")
 # A row of ``summary``: label, output shape (None for the batch axis) or a text, parameter names.
@@ -36,100 +34,32 @@ class Closeable(Protocol):
     def close(self) -> None: ...
 
 
-class UseLock:
-    """A network's lock, held by each call that uses its native state (fit, predict, evaluate,
-    generate, close): ggml's contexts and the cached graphs are not thread-safe, so the calls of
-    several threads on one network run one after the other, in the order they came (not refused).
-    Re-entrant: fit's callbacks run in fit's thread and may call predict / evaluate.
+@dataclass(frozen=True)
+class NetworkShapes:
+    """What a network has for one input shape (``Network._build_shapes``; batch axis excluded): the
+    ``output`` shape, every tensor it keeps (``tensors``: parameters and buffers, in the network's
+    order), which of them are ``buffers`` (state, not trained: BatchNorm's running statistics), and
+    the per-sample shapes of its ``step_inputs`` (filled anew every training step: dropout masks)."""
 
-    First come, first served: releasing hands the lock to the longest-waiting thread. Python's own
-    locks let the releasing thread take them again at once, so a thread in a loop of calls starves the
-    others (their p99 wait grew by orders of magnitude); handing over costs some throughput instead,
-    two context switches per call (benchmarks/CPU_SPEED.md, "Measurements behind design choices").
-
-    In a child forked while another thread held it, ``acquire`` raises RuntimeError instead of
-    waiting for a thread that does not exist there (the network is left as that call left it)."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()  # held only for the few lines that read or change the fields below
-        self._owner: int | None = None  # the holding thread's id
-        self._depth = 0
-        self._queue: deque[tuple[int, threading.Lock]] = deque()  # waiting threads: id, lock they wait on
-        self._orphaned = False
-        _use_locks.add(self)
-
-    def acquire(self) -> None:
-        """Wait until the threads that came first are done, then hold the lock (once more if this
-        thread holds it already)."""
-        me = threading.get_ident()
-        with self._guard:
-            if self._orphaned:
-                raise RuntimeError("this model was in use by another thread when this process forked; that "
-                                   "call never ends in this child: use a copy made before the fork "
-                                   "(model.clone()), or load the model here")
-            if self._owner is None or self._owner == me:
-                self._owner = me
-                self._depth += 1
-                return
-            turn = threading.Lock()
-            turn.acquire()
-            waiting = (me, turn)
-            self._queue.append(waiting)
-        try:
-            turn.acquire()  # released by the thread that hands the lock over (release)
-        except BaseException:  # Ctrl+C while waiting
-            with self._guard:
-                handed_over = self._owner == me
-                if not handed_over:
-                    self._queue.remove(waiting)
-            if handed_over:
-                self.release()
-            raise
-
-    def release(self) -> None:
-        """Hold it once less; at the last, hand it to the longest-waiting thread."""
-        with self._guard:
-            self._depth -= 1
-            if self._depth:
-                return
-            if self._queue:
-                self._owner, turn = self._queue.popleft()
-                self._depth = 1
-                turn.release()
-            else:
-                self._owner = None
-
-    def _note_fork(self) -> None:
-        # in the child only the forking thread exists, and it forked outside acquire / release: a
-        # guard held (the fields half changed), a holder or a waiter other than it never comes back
-        guard_held = not self._guard.acquire(blocking=False)
-        held = self._owner is not None and self._owner != threading.get_ident()
-        self._orphaned = self._orphaned or guard_held or held
-        self._guard = threading.Lock()
-        self._queue.clear()
-
-
-_use_locks: "weakref.WeakSet[UseLock]" = weakref.WeakSet()
-
-
-def _orphan_locks_after_fork() -> None:
-    for lock in list(_use_locks):
-        lock._note_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_orphan_locks_after_fork)
+    output: tuple[int, ...]
+    tensors: dict[str, tuple[int, ...]]
+    buffers: frozenset[str] = frozenset()
+    step_inputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 class Network:
-    """Base class of models. Subclasses implement ``_build_shapes``, ``_init_param``, ``forward``,
-    ``get_config`` / ``from_config`` (the architecture, for saving and copying)."""
+    """Base class of models. Subclasses implement ``_build_shapes`` (pure: the shapes for an input
+    shape), ``_init_param``, ``forward``, ``get_config`` / ``from_config`` (the architecture, for
+    saving and copying). What ``build`` fixed is the network's state: ``input_shape``,
+    ``output_shape``, ``param_shapes``, ``buffer_names()``, ``step_inputs()``."""
 
     def __init__(self) -> None:
         self.input_shape: tuple[int, ...] | None = None
         self.output_shape: tuple[int, ...] | None = None
         # every tensor the network keeps: its parameters and its buffers (``buffer_names``)
         self.param_shapes: dict[str, tuple[int, ...]] = {}
+        self._buffers: frozenset[str] = frozenset()
+        self._step_inputs: dict[str, tuple[int, ...]] = {}
         # the loss last trained with, a name or fit's loss function (predict applies softmax for cross_entropy)
         self.loss: str | Callable[..., Any] | None = None
         self.backend: str | None = None  # the ggml device the network last ran on (kept by close and copies)
@@ -146,8 +76,9 @@ class Network:
         self.busy: str | None = None
 
     # ---- to implement -----------------------------------------------------------------------------
-    def _build_shapes(self, input_shape: tuple[int, ...]) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
-        """Parameter shapes and output shape for ``input_shape``; raises ValueError if it does not fit."""
+    def _build_shapes(self, input_shape: tuple[int, ...]) -> NetworkShapes:
+        """The shapes of the network for ``input_shape``; ValueError if it does not fit. Pure: the
+        network changes only when ``build`` keeps them."""
         raise NotImplementedError
 
     def _init_param(self, name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -180,7 +111,7 @@ class Network:
     def step_inputs(self) -> dict[str, tuple[int, ...]]:
         """Inputs (name -> per-sample shape) that every training step fills anew, such as dropout masks;
         the training graph passes them to ``forward`` among the parameters, other graphs do not."""
-        return {}
+        return dict(self._step_inputs)
 
     def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         """Values of step input ``name`` for one training step (``shape``: batch first)."""
@@ -189,7 +120,7 @@ class Network:
     def buffer_names(self) -> frozenset[str]:
         """The entries of ``param_shapes`` that are state, not trained (BatchNorm's running statistics):
         saved, loaded and copied with the weights, but without gradient, weight decay or optimizer state."""
-        return frozenset()
+        return self._buffers
 
     def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor]) -> Tensor:
         """The graph of the model in training: ``forward``, except for layers with buffers, which
@@ -219,28 +150,28 @@ class Network:
     def shapes_for(self, input_shape: Sequence[int]) -> dict[str, tuple[int, ...]]:
         """The parameter shapes the network has when built for ``input_shape``; no weights are made (a
         file's claims are checked against these before any memory is allocated)."""
-        return self._checked_shapes(input_shape)[1]
+        return self._checked_shapes(input_shape)[1].tensors
 
-    def _checked_shapes(self, input_shape: Sequence[int]) -> tuple[tuple[int, ...], dict[str, tuple[int, ...]],
-                                                                     tuple[int, ...]]:
+    def _checked_shapes(self, input_shape: Sequence[int]) -> tuple[tuple[int, ...], NetworkShapes]:
         input_shape = tuple(input_shape)
         if not 1 <= len(input_shape) <= MAX_SAMPLE_AXES:
             raise ValueError(f"input_shape must have 1 to {MAX_SAMPLE_AXES} positive entries (batch axis excluded), "
                              f"got {input_shape}")
         input_shape = tuple(check_int("input_shape entries", d) for d in input_shape)
-        shapes, out = self._build_shapes(input_shape)
-        for name in shapes:
+        shapes = self._build_shapes(input_shape)
+        for name in shapes.tensors:
             check_param_name(name)
-        if len(out) not in (1, 2):
+        if len(shapes.output) not in (1, 2):
             raise ValueError(f"the model's output must be (batch, features), or (batch, steps, features) for a "
-                             f"sequence, got per-sample shape {out}; end it with Flatten() or Linear(...)")
-        return input_shape, shapes, out
+                             f"sequence, got per-sample shape {shapes.output}; end it with Flatten() or Linear(...)")
+        return input_shape, shapes
 
     def _build(self: _N, input_shape: Sequence[int], init: Callable[[str, tuple[int, ...]], np.ndarray]) -> _N:
-        input_shape, shapes, out = self._checked_shapes(input_shape)
+        input_shape, shapes = self._checked_shapes(input_shape)
         self.check_not_busy("build")
-        weights = {name: checked_weight(name, init(name, shape), shape) for name, shape in shapes.items()}
-        self.input_shape, self.output_shape, self.param_shapes = input_shape, out, shapes
+        weights = {name: checked_weight(name, init(name, shape), shape) for name, shape in shapes.tensors.items()}
+        self.input_shape, self.output_shape, self.param_shapes = input_shape, shapes.output, shapes.tensors
+        self._buffers, self._step_inputs = shapes.buffers, shapes.step_inputs
         self._drop_store()
         self._weights = weights
         return self

@@ -8,9 +8,9 @@ import numpy as np
 
 from .layers import Layer
 from .layers.activations import ReLU
-from .layers.base import own_tensors
+from .layers.base import combined, own_tensors, prefixed
 from .layers.conv import MaxPool2d
-from .network import Network, SummaryRow
+from .network import Network, NetworkShapes, SummaryRow
 from .ops import Tensor
 from .registry import deserialize, serialize
 
@@ -61,13 +61,17 @@ class SequentialNetwork(Network):
     def check_input(self, x: np.ndarray) -> None:
         self.layers[0].check_input(x)
 
-    def _build_shapes(self, input_shape: tuple[int, ...]) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
-        shapes: dict[str, tuple[int, ...]] = {}
+    def _build_shapes(self, input_shape: tuple[int, ...]) -> NetworkShapes:
+        parts = []
         shape = input_shape
         for name, layer in zip(self.layer_names, self.layers):
-            shape = layer.output_shape(shape)
-            shapes.update({f"{name}.{p}": s for p, s in {**layer.param_shapes, **layer.buffer_shapes}.items()})
-        return shapes, tuple(shape)
+            inferred = layer.infer(shape)
+            parts.append((f"{name}.", inferred))
+            shape = inferred.output
+        whole = combined(parts, tuple(shape))
+        # each layer's parameters then its buffers (the order of the parameter buffer and of saved files)
+        tensors = {k: v for prefix, s in parts for k, v in prefixed(prefix, s.tensors).items()}
+        return NetworkShapes(whole.output, tensors, frozenset(whole.buffers), dict(whole.step_inputs))
 
     def _owner(self, name: str) -> tuple[Layer, str]:
         """The layer of a parameter or step input ``<layer name>.<its own name>``, and that own name
@@ -96,13 +100,6 @@ class SequentialNetwork(Network):
             padding = padding if layer.keeps_mask else None
         return x
 
-    def buffer_names(self) -> frozenset[str]:
-        return frozenset(f"{name}.{p}" for name, layer in zip(self.layer_names, self.layers) for p in layer.buffer_shapes)
-
-    def step_inputs(self) -> dict[str, tuple[int, ...]]:
-        return {f"{name}.{p}": shape for name, layer in zip(self.layer_names, self.layers)
-                for p, shape in layer.step_inputs.items()}
-
     def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         layer, p = self._owner(name)
         return layer.fill_step_input(p, rng, shape)
@@ -113,9 +110,9 @@ class SequentialNetwork(Network):
         rows: list[SummaryRow] = [("input", (None, *self.input_shape), [])]
         shape = self.input_shape
         for name, layer in zip(self.layer_names, self.layers):
-            shape = layer.output_shape(shape)
-            names = [f"{name}.{p}" for p in (*layer.param_shapes, *layer.buffer_shapes)]
-            rows.append((f"{name} ({type(layer).__name__})", (None, *shape), names))
+            inferred = layer.infer(shape)
+            shape = inferred.output
+            rows.append((f"{name} ({type(layer).__name__})", (None, *shape), list(prefixed(f"{name}.", inferred.tensors))))
         return rows
 
     def get_config(self) -> dict:

@@ -74,7 +74,7 @@ def session_for(network: Network, backend: str | None, n_threads: int | None) ->
 
 
 class exclusive_use:  # noqa: N801 - used as a function: ``with exclusive_use(model):``
-    """Hold the network's lock (``nn.network.UseLock``) for one call: a call of another thread waits
+    """Hold the network's lock (``nn.use_lock.UseLock``) for one call: a call of another thread waits
     for its turn (ggml's contexts are not thread-safe), a callback inside fit's thread goes on
     (re-entrant). A class, not a generator-based context manager: predict at batch 1 takes tens of
     microseconds, and a generator's setup is a measurable part of that (benchmarks/CPU_SPEED.md)."""

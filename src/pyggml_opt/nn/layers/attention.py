@@ -7,7 +7,7 @@ from ...checks import check_int
 from .. import ops as F
 from ..ops import Tensor
 from ..params import uniform_init
-from .base import Layer
+from .base import Layer, LayerShapes
 
 
 class MultiHeadAttention(Layer):
@@ -30,13 +30,12 @@ class MultiHeadAttention(Layer):
         self.causal, self.rope = bool(causal), bool(rope)
         if self.rope and (self.dim // self.n_heads) % 2:
             raise ValueError(f"rope needs an even head size, got dim / n_heads = {self.dim // self.n_heads}")
-        self.param_shapes = {f"{kind}{p}": (self.dim, self.dim) if kind == "w" else (self.dim,)
-                             for p in "qkvo" for kind in "wb"}
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 2 or input_shape[1] != self.dim:
             self._fail(input_shape, f"a sequence (T, {self.dim})")
-        return input_shape
+        return LayerShapes(tuple(input_shape), {f"{kind}{p}": (self.dim, self.dim) if kind == "w" else (self.dim,)
+                                                for p in "qkvo" for kind in "wb"})
 
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return uniform_init(rng, shape, self.dim) if pname.startswith("w") else np.zeros(shape, np.float32)

@@ -1,21 +1,59 @@
-"""The ``Layer`` base class every layer of ``Sequential`` derives from."""
+"""The ``Layer`` base class every layer of ``Sequential`` derives from, and ``LayerShapes``, what a
+layer has for one input shape."""
 from __future__ import annotations
 
-from typing import NoReturn
+from dataclasses import dataclass, field
+from typing import Mapping, NoReturn, Sequence
 
 import numpy as np
 
 from ..ops import Tensor
 
+Shapes = Mapping[str, tuple[int, ...]]  # name -> shape (numpy order, batch axis excluded where per sample)
+
+
+@dataclass(frozen=True)
+class LayerShapes:
+    """What ``Layer.infer`` returns for one input shape (batch axis excluded): the ``output`` shape, the
+    trained ``params`` and the ``buffers`` (saved with the model, not trained: BatchNorm's running
+    statistics), by the layer's own names, and the ``step_inputs``: per-sample shapes of the inputs a
+    training step fills anew (a dropout mask; the training graph passes them to ``forward`` among the
+    parameters, other graphs do not)."""
+
+    output: tuple[int, ...]
+    params: Shapes = field(default_factory=dict)
+    buffers: Shapes = field(default_factory=dict)
+    step_inputs: Shapes = field(default_factory=dict)
+
+    @property
+    def tensors(self) -> dict[str, tuple[int, ...]]:
+        """Parameters then buffers: every tensor the model keeps for the layer."""
+        return {**self.params, **self.buffers}
+
+
+def prefixed(prefix: str, shapes: Shapes) -> dict[str, tuple[int, ...]]:
+    """``shapes`` with every name behind ``prefix`` (a layer's names as a model or a block has them)."""
+    return {prefix + name: shape for name, shape in shapes.items()}
+
+
+def combined(parts: Sequence[tuple[str, LayerShapes]], output: tuple[int, ...]) -> LayerShapes:
+    """The shapes of several layers as one (a block's sublayers, a model's layers): each part's params,
+    buffers and step inputs under its prefix, in the order of ``parts``; ``output``, the whole's."""
+    def gather(kind: str) -> dict[str, tuple[int, ...]]:
+        return {name: shape for prefix, s in parts for name, shape in prefixed(prefix, getattr(s, kind)).items()}
+
+    return LayerShapes(output, gather("params"), gather("buffers"), gather("step_inputs"))
+
 
 class Layer:
-    """Base class. Subclasses set ``params`` (name -> shape) in ``output_shape`` and implement ``forward``.
+    """Base class. Subclasses implement ``infer`` (a pure function of the input shape: output shape,
+    parameter, buffer and step-input shapes) and ``forward``; ``init`` gives parameters their values.
 
     ``input_dtype`` "int32" marks a layer that takes integer ids (Embedding): only the first layer of
-    a model may, and the model's input is then int32. ``buffer_shapes`` (name -> shape) declares state
-    that is saved with the model but not trained (BatchNorm's running statistics): it comes to
-    ``forward`` among the parameters, starts at ``init``'s values and is changed only by the nodes
-    ``forward_train`` returns."""
+    a model may, and the model's input is then int32. Buffers (``LayerShapes.buffers``: BatchNorm's
+    running statistics) come to ``forward`` among the parameters, start at ``init``'s values and are
+    changed only by the nodes ``forward_train`` returns. A layer keeps no shapes of its own: the
+    network that holds it keeps what ``infer`` returned for the input shape it was built for."""
 
     input_dtype: str | None = None
     # Padding masks (Keras's masking): the first layer may derive one from the model input
@@ -25,14 +63,23 @@ class Layer:
     keeps_mask = False
     uses_mask = False
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "output_shape" in cls.__dict__:  # the protocol before LayerShapes: it would build no parameters
+            raise TypeError(f"{cls.__name__} overrides output_shape: a layer implements infer(input_shape) -> "
+                            "LayerShapes (output, params, buffers, step_inputs) instead; output_shape is a query")
+
     def __init__(self, name: str | None = None) -> None:
         self.name = name
-        self.param_shapes: dict[str, tuple[int, ...]] = {}
-        # per-sample shapes of the inputs a training step fills anew (a dropout mask), set with
-        # param_shapes; the training graph passes them to forward among params, other graphs do not
-        self.step_inputs: dict[str, tuple[int, ...]] = {}
-        # non-trainable state saved with the model (no gradient, no optimizer state)
-        self.buffer_shapes: dict[str, tuple[int, ...]] = {}
+
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
+        """The output shape and the tensors of the layer for ``input_shape`` (batch axis excluded);
+        ValueError naming the layer if the input does not fit (``_fail``). Pure: changes nothing."""
+        return LayerShapes(tuple(input_shape))
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of one sample's output for ``input_shape`` (``infer(input_shape).output``)."""
+        return self.infer(input_shape).output
 
     def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         """Values of step input ``name`` for one training step, of ``shape`` (batch first)."""
@@ -40,9 +87,6 @@ class Layer:
 
     def check_input(self, x: np.ndarray) -> None:
         """ValueError for input values this layer cannot take (called with the whole input array)."""
-
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        return input_shape
 
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return np.zeros(shape, np.float32)
@@ -81,8 +125,8 @@ def own_tensors(layer: Layer, prefix: str, params: dict[str, Tensor], padding: T
     """The tensors of ``params`` (a model's or a block's) that belong to ``layer``, whose names there
     start with ``prefix``, by the layer's own names: parameters, buffers, the step inputs the graph has
     (training graphs only), and the padding mask if the layer uses it."""
-    own = {p: params[prefix + p] for p in (*layer.param_shapes, *layer.buffer_shapes)}
-    own.update({p: params[prefix + p] for p in layer.step_inputs if prefix + p in params})
+    start = len(prefix)
+    own = {name[start:]: t for name, t in params.items() if name.startswith(prefix)}
     if padding is not None and layer.uses_mask:
         own["padding"] = padding
     return own

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops import Tensor
-from .base import Layer, own_tensors
+from .base import Layer, LayerShapes, combined, own_tensors
 
 
 class Block(Layer):
     """Base class of composite layers. A subclass creates its sublayers in ``__init__`` (``children``,
-    name -> Layer), calls ``build_children`` from ``output_shape`` with the input shape each sublayer
+    name -> Layer), returns ``infer_children(...)`` from ``infer`` with the input shape each sublayer
     sees, and applies them in ``forward`` with ``call``. In the training graph (``forward_train``)
     ``call`` runs the sublayers' training forms; a padding mask reaches the sublayers that use it."""
 
@@ -19,14 +19,10 @@ class Block(Layer):
         self.children: dict[str, Layer] = {}
         self._updates: list[Tensor] | None = None  # set while forward_train builds the training graph
 
-    def build_children(self, shapes: dict[str, tuple[int, ...]]) -> None:
-        """Shape-check each sublayer on its input shape (``shapes``: child name -> input shape), then
-        gather their parameters and step inputs under the child's name."""
-        for child, shape in shapes.items():
-            self.children[child].output_shape(shape)
-        self.param_shapes = {f"{c}.{p}": s for c, layer in self.children.items() for p, s in layer.param_shapes.items()}
-        self.buffer_shapes = {f"{c}.{p}": s for c, layer in self.children.items() for p, s in layer.buffer_shapes.items()}
-        self.step_inputs = {f"{c}.{p}": s for c, layer in self.children.items() for p, s in layer.step_inputs.items()}
+    def infer_children(self, inputs: dict[str, tuple[int, ...]], output: tuple[int, ...]) -> LayerShapes:
+        """The block's shapes: each sublayer inferred on its input shape (``inputs``: child name -> input
+        shape), its parameters, buffers and step inputs under the child's name; ``output``, the block's."""
+        return combined([(f"{child}.", self.children[child].infer(shape)) for child, shape in inputs.items()], output)
 
     def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor]) -> Tensor:
         self._updates = updates

@@ -10,7 +10,7 @@ from .. import ops as F
 from ..ops import Tensor
 from ..params import uniform_init
 from ..shapes import conv2d_output_hw, pool2d_output_hw
-from .base import Layer
+from .base import Layer, LayerShapes
 
 
 class Conv2d(Layer):
@@ -29,7 +29,7 @@ class Conv2d(Layer):
         self.dilation = check_pair("dilation", dilation)
         self.bias = bool(bias)
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 3 or input_shape[0] != self.in_channels:
             self._fail(input_shape, f"(channels={self.in_channels}, height, width); add Reshape(...) for flat rows")
         _, h, w = input_shape
@@ -37,10 +37,10 @@ class Conv2d(Layer):
         oh, ow = conv2d_output_hw((h, w), self.kernel_size, self.stride, self.padding, self.dilation)
         if oh < 1 or ow < 1:
             self._fail(input_shape, f"height and width of at least the kernel {self.kernel_size}")
-        self.param_shapes = {"kernel": (self.out_channels, self.in_channels, kh, kw)}
+        params: dict[str, tuple[int, ...]] = {"kernel": (self.out_channels, self.in_channels, kh, kw)}
         if self.bias:
-            self.param_shapes["bias"] = (self.out_channels, 1, 1)
-        return (self.out_channels, oh, ow)
+            params["bias"] = (self.out_channels, 1, 1)
+        return LayerShapes((self.out_channels, oh, ow), params)
 
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return uniform_init(rng, shape, self.in_channels * self.kernel_size[0] * self.kernel_size[1])
@@ -65,13 +65,14 @@ class Conv1d(Conv2d):
                          (1, check_int("stride", stride)), (0, check_int("padding", padding, 0)),
                          (1, check_int("dilation", dilation)), bias, name)
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 2 or input_shape[0] != self.in_channels:
             self._fail(input_shape, f"(channels={self.in_channels}, length); add Reshape(...) for flat rows")
-        c_out, _, length = super().output_shape((input_shape[0], 1, input_shape[1]))
-        self.param_shapes = {name: (shape[0], shape[1], shape[3]) if name == "kernel" else (shape[0], 1)
-                             for name, shape in self.param_shapes.items()}
-        return (c_out, length)
+        image = super().infer((input_shape[0], 1, input_shape[1]))
+        c_out, _, length = image.output
+        params = {name: (shape[0], shape[1], shape[3]) if name == "kernel" else (shape[0], 1)
+                  for name, shape in image.params.items()}
+        return LayerShapes((c_out, length), params)
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         y = F.conv_1d(x, params["kernel"], self.stride[1], self.padding[1], self.dilation[1])
@@ -92,14 +93,14 @@ class _Pool2d(Layer):
         self.stride = check_pair("stride", stride if stride is not None else self.kernel_size)
         self.padding = check_pair("padding", padding, 0)
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 3:
             self._fail(input_shape, "(channels, height, width)")
         c, h, w = input_shape
         hw = pool2d_output_hw((h, w), self.kernel_size, self.stride, self.padding)
         if hw is None:
             self._fail(input_shape, f"height and width of at least the window {self.kernel_size}")
-        return (c, *hw)
+        return LayerShapes((c, *hw))
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         return F.pool_2d(x, self.kind, self.kernel_size, self.stride, self.padding)
@@ -125,10 +126,10 @@ class GlobalAveragePooling1D(Layer):
 
     uses_mask = True
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 2:
             self._fail(input_shape, "a sequence (T, features)")
-        return (input_shape[1],)
+        return LayerShapes((input_shape[1],))
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         n, steps, features = x.shape
@@ -145,10 +146,10 @@ class GlobalAveragePooling2D(Layer):
     """The mean over the positions of an image: (channels, h, w) -> (channels,) (Keras's layer of that
     name for channels-first images; PyTorch's AdaptiveAvgPool2d(1) then Flatten)."""
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 3:
             self._fail(input_shape, "an image (channels, height, width)")
-        return (input_shape[0],)
+        return LayerShapes((input_shape[0],))
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         n, c, h, w = x.shape

@@ -10,7 +10,7 @@ from .. import ops as F
 from ..ops import Tensor
 from ..params import uniform_init
 from ..shapes import MAX_SAMPLE_AXES
-from .base import Layer
+from .base import Layer, LayerShapes
 
 
 class Linear(Layer):
@@ -25,14 +25,14 @@ class Linear(Layer):
         self.out_features = check_int("out_features", out_features)
         self.bias = bool(bias)
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if not input_shape or input_shape[-1] != self.in_features or len(input_shape) > 2:
             self._fail(input_shape, f"({self.in_features},), or (steps, {self.in_features}) for a sequence; add "
                                     "Flatten() before it for images")
-        self.param_shapes = {"weight": (self.out_features, self.in_features)}
+        params: dict[str, tuple[int, ...]] = {"weight": (self.out_features, self.in_features)}
         if self.bias:
-            self.param_shapes["bias"] = (self.out_features,)
-        return (*input_shape[:-1], self.out_features)
+            params["bias"] = (self.out_features,)
+        return LayerShapes((*input_shape[:-1], self.out_features), params)
 
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return uniform_init(rng, shape, self.in_features)
@@ -56,9 +56,8 @@ class Dropout(Layer):
         super().__init__(name)
         self.rate = check_number("rate", rate, 0.0, 1.0, hi_open=True)
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        self.step_inputs = {"mask": tuple(input_shape)} if self.rate > 0 else {}
-        return input_shape
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
+        return LayerShapes(tuple(input_shape), step_inputs={"mask": tuple(input_shape)} if self.rate > 0 else {})
 
     def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         keep = rng.random(shape, dtype=np.float32) >= self.rate
@@ -74,8 +73,8 @@ class Dropout(Layer):
 class Flatten(Layer):
     """(d1, d2, ...) -> (d1*d2*...,), in numpy (C) order, as torch.nn.Flatten."""
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        return (int(np.prod(input_shape)),)
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
+        return LayerShapes((int(np.prod(input_shape)),))
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         return F.flatten(x)
@@ -91,10 +90,10 @@ class Reshape(Layer):
             raise ValueError(f"Reshape: shape must have 1 to {MAX_SAMPLE_AXES} entries (batch axis excluded), "
                              f"got {self.shape}")
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if int(np.prod(input_shape)) != int(np.prod(self.shape)):
             self._fail(input_shape, f"{int(np.prod(self.shape))} values per sample to reshape into {self.shape}")
-        return self.shape
+        return LayerShapes(self.shape)
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         return F.reshape(x, x.shape[0], *self.shape)

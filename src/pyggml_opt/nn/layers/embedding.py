@@ -6,7 +6,7 @@ import numpy as np
 from ...checks import check_int
 from .. import ops as F
 from ..ops import Tensor
-from .base import Layer
+from .base import Layer, LayerShapes
 
 
 class Embedding(Layer):
@@ -24,12 +24,11 @@ class Embedding(Layer):
         self.num_embeddings = check_int("num_embeddings", num_embeddings)
         self.embedding_dim = check_int("embedding_dim", embedding_dim)
         self.mask_zero = bool(mask_zero)
-        self.param_shapes = {"weight": (self.num_embeddings, self.embedding_dim)}
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 1:
             self._fail(input_shape, "a sequence of ids (T,)")
-        return (input_shape[0], self.embedding_dim)
+        return LayerShapes((input_shape[0], self.embedding_dim), {"weight": (self.num_embeddings, self.embedding_dim)})
 
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return rng.standard_normal(shape).astype(np.float32)
@@ -60,12 +59,11 @@ class PositionalEmbedding(Layer):
         super().__init__(name)
         self.max_length = check_int("max_length", max_length)
         self.dim = check_int("dim", dim)
-        self.param_shapes = {"weight": (self.max_length, self.dim)}
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 2 or input_shape[1] != self.dim or input_shape[0] > self.max_length:
             self._fail(input_shape, f"a sequence (T, {self.dim}) of at most max_length={self.max_length} steps")
-        return input_shape
+        return LayerShapes(tuple(input_shape), {"weight": (self.max_length, self.dim)})
 
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return (0.02 * rng.standard_normal(shape)).astype(np.float32)

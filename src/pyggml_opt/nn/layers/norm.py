@@ -10,7 +10,7 @@ from ...checks import check_int, check_number
 from .. import ops as F
 from ..ops import Tensor
 from ..ops.norm import batch_norm_train
-from .base import Layer
+from .base import Layer, LayerShapes
 
 
 class _LastAxisNorm(Layer):
@@ -25,12 +25,12 @@ class _LastAxisNorm(Layer):
         self.normalized_shape = check_int("normalized_shape", normalized_shape)
         self.eps = check_number("eps", eps, 0.0, math.inf, lo_open=True)
         self.elementwise_affine = bool(elementwise_affine)
-        self.param_shapes = {p: (self.normalized_shape,) for p in affine_params} if self.elementwise_affine else {}
+        self._affine_params = affine_params if self.elementwise_affine else ()
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if not input_shape or input_shape[-1] != self.normalized_shape:
             self._fail(input_shape, f"last axis of size {self.normalized_shape}")
-        return input_shape
+        return LayerShapes(tuple(input_shape), {p: (self.normalized_shape,) for p in self._affine_params})
 
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return np.ones(shape, np.float32) if pname == "weight" else np.zeros(shape, np.float32)
@@ -89,14 +89,13 @@ class _BatchNorm(Layer):
         self.eps = check_number("eps", eps, 0.0, math.inf, lo_open=True)
         self.momentum = check_number("momentum", momentum, 0.0, 1.0)
         self.affine = bool(affine)
-        channels = (self.num_features,)
-        self.param_shapes = {"weight": channels, "bias": channels} if self.affine else {}
-        self.buffer_shapes = {"running_mean": channels, "running_var": channels}
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) not in self._sample_ranks or input_shape[0] != self.num_features:
             self._fail(input_shape, self._expected.format(c=self.num_features))
-        return input_shape
+        channels = (self.num_features,)
+        return LayerShapes(tuple(input_shape), {"weight": channels, "bias": channels} if self.affine else {},
+                           {"running_mean": channels, "running_var": channels})
 
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return np.ones(shape, np.float32) if pname in ("weight", "running_var") else np.zeros(shape, np.float32)

@@ -5,6 +5,7 @@ from ...checks import check_int, check_number
 from .. import ops as F
 from ..ops import Tensor
 from .attention import MultiHeadAttention
+from .base import LayerShapes
 from .block import Block
 from .dense import Dropout, Linear
 from .norm import LayerNorm
@@ -37,14 +38,13 @@ class TransformerBlock(Block):
                          "drop1": Dropout(dropout), "ln2": LayerNorm(dim, eps), "fc1": Linear(dim, hidden),
                          "fc2": Linear(hidden, dim), "drop2": Dropout(dropout)}
 
-    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 2 or input_shape[1] != self.dim:
             self._fail(input_shape, f"a sequence (T, {self.dim})")
         steps = input_shape[0]
         hidden = (steps, self.mlp_ratio * self.dim)
-        self.build_children({"ln1": input_shape, "attn": input_shape, "drop1": input_shape, "ln2": input_shape,
-                             "fc1": input_shape, "fc2": hidden, "drop2": input_shape})
-        return input_shape
+        return self.infer_children({"ln1": input_shape, "attn": input_shape, "drop1": input_shape, "ln2": input_shape,
+                                    "fc1": input_shape, "fc2": hidden, "drop2": input_shape}, tuple(input_shape))
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         h = self.call("attn", self.call("ln1", x, params), params)
