@@ -33,7 +33,7 @@ import pyggml_opt as pgo
 from pyggml_opt import data
 from pyggml_opt._lib import lib
 from pyggml_opt.core import Dataset, Scheduler
-from pyggml_opt.nn import ForwardGraph
+from pyggml_opt.nn import StaticGraph
 
 from bench_fit import EPOCH_RE, cpp_threads, find_tool, run_cpp, run_python
 
@@ -44,7 +44,7 @@ def run_c_loop(x: np.ndarray, onehot: np.ndarray, epochs: int, n_threads: int, v
     model = pgo.models.mnist_fc()
     main = Scheduler.for_device("cpu", n_threads)
     store = model.params_on(main.main)
-    graph = ForwardGraph(model, store, 500)  # fit's training graph, with the input in a buffer of its own
+    graph = StaticGraph(model, store, 500)  # fit's training graph, with the input in a buffer of its own
     store.mark_trainable()
     ds = Dataset(784, 10, len(x), shard)
     ds.data[...] = x.reshape(len(x), 784)

@@ -1,18 +1,19 @@
 """ggml-opt's two graph modes, as pyggml_opt uses them: static graphs (fit's training graph, built
 once for the physical batch) and allocation-based graphs (predict / evaluate: a graph per batch, any
-batch size). Both against a numpy reference; misuse is a ValueError, not a ggml abort."""
+batch size; and training graphs of any batch shape). Both against a numpy reference; misuse is a
+ValueError, not a ggml abort."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import FAST, X, Y
+from support import FAST, X, Y, check_gradients
 
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt import ops
 from pyggml_opt._lib import lib
-from pyggml_opt.core import OptContext, Result, Scheduler
-from pyggml_opt.nn import ForwardGraph
+from pyggml_opt.core import OptContext, Result, Scheduler, tensor_data
+from pyggml_opt.nn import AllocGraph, StaticGraph, check_backward
 
 
 def _linear_model():
@@ -32,7 +33,7 @@ def test_static_graph_evaluates_the_same_graph_many_times():
     m, w, b = _linear_model()
     with Scheduler.for_device("cpu", 1) as sched:
         store = m.params_on(sched.main)
-        graph = ForwardGraph(m, store, 5)
+        graph = StaticGraph(m, store, 5)
         opt = OptContext(sched, "sum", static=(graph.ctx_compute, graph.inputs, graph.outputs), forward_only=True,
                          keep_alive=(graph,))
         with pytest.raises(ValueError, match="static graphs"):
@@ -60,13 +61,99 @@ def test_allocation_based_graphs_take_any_batch_size():
             opt.alloc(backward=False)
         for n in (1, 7, 3, 64):
             x = np.random.default_rng(n).standard_normal((n, 6)).astype(np.float32)
-            graph = ForwardGraph(m, store, n, static=False)
+            graph = AllocGraph(m, store, n)
             opt.prepare_alloc(graph.ctx_compute, graph.gf, graph.inputs, graph.outputs, keep_alive=graph)
             opt.alloc(backward=False)
             graph.set_input(x)
             opt.eval()
             np.testing.assert_allclose(graph.output(), _reference(x, w, b), rtol=1e-5, atol=1e-5)
         opt.close()
+    m.close()
+
+
+def _mlp_forward64(w, x, mask):
+    """Linear(6, 5), ReLU, Dropout with ``mask``, Linear(5, 3) in float64: outputs and what backprop needs."""
+    z1 = x @ w["0.weight"].T + w["0.bias"]
+    d = np.maximum(z1, 0) * mask
+    return d @ w["3.weight"].T + w["3.bias"], z1, d
+
+
+def _mse_gradients64(w, x, mask, y):
+    """The float64 gradients of ggml-opt's mse loss, mean((out - y)^2) over every output value."""
+    out, z1, d = _mlp_forward64(w, x, mask)
+    g_out = 2 * (out - y) / out.size
+    g_z1 = (g_out @ w["3.weight"]) * mask * (z1 > 0)
+    return {"0.weight": g_z1.T @ x, "0.bias": g_z1.sum(0), "3.weight": g_out.T @ d, "3.bias": g_out.sum(0)}
+
+
+def _one_sgd_step(m, x, mask, y):
+    """One step of SGD (lr 1, no weight decay: w - gradient) through an allocation-based training graph
+    for the batch ``x``; returns the gradients read back as (weights before) - (weights after)."""
+    before = m.get_weights()
+    with Scheduler.for_device("cpu", 1) as sched:
+        store = m.params_on(sched.main)
+        store.mark_trainable()
+        opt = OptContext(sched, "mse", pgo.SGD(lr=1.0))
+        graph = AllocGraph(m, store, x.shape[0], training=True)
+        assert set(graph.step_inputs) == {"2.mask"} and graph.step_inputs["2.mask"].shape == (x.shape[0], 5)
+        check_backward(graph.outputs)
+        opt.prepare_alloc(graph.ctx_compute, graph.gf, graph.inputs, graph.outputs, keep_alive=graph)
+        opt.alloc(backward=True)
+        graph.set_input(x.astype(np.float32))
+        tensor_data.set(graph.step_inputs["2.mask"].ptr, mask.astype(np.float32))
+        tensor_data.set(opt.labels, y.astype(np.float32))
+        opt.eval()
+        after = m.get_weights()
+        opt.close()
+    return {k: before[k].astype(np.float64) - after[k] for k in before}
+
+
+@pytest.mark.parametrize("n", [1, 7, 33])
+def test_allocation_based_training_graphs_give_the_float64_gradients(n):
+    """An allocation-based graph built for training (``AllocGraph(training=True)``: the network's
+    training form with its step inputs, gradients by ggml-opt's ggml_build_backward_expand) for batches
+    of any size: the gradients of one optimizer step equal the float64 ones, which central finite
+    differences confirm. One step per context: ggml-opt 0.15.3 does not reset an allocation-based
+    graph's gradient accumulators between steps (issue 29), so later steps are not checked here.
+    Tolerance: float32 forward and backward passes over sums of <= 33 terms (relative ~1e-6), read
+    back through w - (w - g) in float32 (absolute ~3e-8 for weights below 0.5)."""
+    m = pgo.Sequential([L.Linear(6, 5), L.ReLU(), L.Dropout(0.5), L.Linear(5, 3)], input_shape=(6,))
+    rng = np.random.default_rng(n)
+    x, y = rng.standard_normal((n, 6)), rng.standard_normal((n, 3))
+    mask = (rng.random((n, 5)) >= 0.5) * 2.0   # Dropout(0.5)'s values: 0, or 1 / (1 - 0.5)
+    w0 = {k: v.astype(np.float64) for k, v in m.get_weights().items()}
+    got = _one_sgd_step(m, x, mask, y)
+    ref = _mse_gradients64(w0, x, mask, y)
+    for name in ref:
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+    def loss64(w):
+        return float(np.mean((_mlp_forward64(w, x, mask)[0] - y) ** 2))
+
+    check_gradients(loss64, w0, got, ref, eps=1e-6, tol=1e-5)
+    m.close()
+
+
+def test_allocation_based_training_graphs_update_buffers():
+    """The nodes that update a network's buffers (BatchNorm's running statistics) are part of an
+    allocation-based training graph: one evaluation moves them by momentum 0.1 towards the batch's
+    mean and unbiased variance, as in fit's static training graph."""
+    m = pgo.Sequential([L.BatchNorm1d(4), L.Linear(4, 2)], input_shape=(4,))
+    x = np.random.default_rng(0).normal(3.0, 2.0, (9, 4)).astype(np.float32)
+    with Scheduler.for_device("cpu", 1) as sched:
+        store = m.params_on(sched.main)
+        store.mark_trainable()
+        opt = OptContext(sched, "sum", pgo.SGD(lr=1e-9))
+        graph = AllocGraph(m, store, 9, training=True)
+        assert len(graph.side_effects) == 2
+        opt.prepare_alloc(graph.ctx_compute, graph.gf, graph.inputs, graph.outputs, keep_alive=graph)
+        opt.alloc(backward=True)
+        graph.set_input(x)
+        opt.eval()
+        w = m.get_weights()
+        opt.close()
+    np.testing.assert_allclose(w["0.running_mean"], 0.1 * x.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(w["0.running_var"], 0.9 + 0.1 * x.var(0, ddof=1), rtol=1e-5)
     m.close()
 
 

@@ -3,7 +3,7 @@ training: a network is what ``pyggml_opt.training`` trains and ``pyggml_opt.savi
 from . import layers, ops
 from .backward import check_backward
 from .functional import FunctionNetwork
-from .graph import ForwardGraph, output_shape_of
+from .graph import AllocGraph, Graph, StaticGraph, output_shape_of
 from .network import Network, check_network, check_rebuilds
 from .ops import Tensor
 from .params import ParamStore
@@ -11,5 +11,5 @@ from .registry import deserialize, register, serialize
 from .sequential import SequentialNetwork
 from .shapes import MAX_SAMPLE_AXES
 
-__all__ = ["ForwardGraph", "FunctionNetwork", "MAX_SAMPLE_AXES", "Network", "ParamStore", "SequentialNetwork", "Tensor",
+__all__ = ["AllocGraph", "FunctionNetwork", "Graph", "MAX_SAMPLE_AXES", "Network", "ParamStore", "SequentialNetwork", "StaticGraph", "Tensor",
            "check_backward", "check_network", "check_rebuilds", "deserialize", "layers", "ops", "output_shape_of", "register", "serialize"]

@@ -1,5 +1,7 @@
-"""A network's forward graph for one batch size, in either of ggml-opt's graph modes, and the shape
-inference that builds a graph without data."""
+"""A network's forward graph for one batch size in each of ggml-opt's two graph modes, over one shared
+builder: ``StaticGraph`` (inputs in a buffer of their own: built once, evaluated many times) and
+``AllocGraph`` (allocation-based: ggml-opt's scheduler allocates the inputs for each evaluation of a
+graph built for it, so any batch size works); and the shape inference that builds a graph without data."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,113 +14,58 @@ from .ops import Tensor, contiguous, new_input
 from .params import ParamStore
 
 
-class ForwardGraph:
-    """The forward graph of ``network`` for ``batch`` samples, over the parameters in ``store``.
+class Graph:
+    """What both graph modes share: ``network``'s forward graph for ``batch`` samples over the
+    parameters in ``store``, built in ``ctx_compute`` by ``_build`` (the shared builder) from the input
+    a subclass makes: ``inputs`` (the input tensor), ``out`` / ``outputs`` (the network's outputs, a
+    Tensor and its pointer), ``step_inputs`` (training graphs: the network's step inputs, dropout
+    masks, by name) and ``side_effects`` (training graphs: the nodes that update the network's buffers,
+    BatchNorm's running statistics, which every evaluation computes besides the outputs)."""
 
-    Static (``static=True``, ggml-opt's static graphs and fit's training graph): the input lives in a
-    buffer of its own on the store's backend, so the graph is built once and evaluated many times.
-    With ``rows_of`` (a host tensor ``[ne_datapoint, ndata]``: fit's samples) the input is instead
-    ``batch`` row numbers (int32) and the graph starts by gathering those rows (GET_ROWS): the batch
-    is copied inside ggml's compute instead of by numpy.
-    With ``labels_width`` (static graphs only) a second input, ``labels`` (batch, labels_width), is
-    allocated beside the first, for graphs that go on past the network's outputs (a loss of their own);
-    their outputs are then copied into the static buffer too, where ``output()`` reads them after each
-    evaluation (ggml-opt computes a copy of a static graph, whose other nodes' memory it reuses).
-    With ``training`` (static graphs only) the network's step inputs (``Network.step_inputs``: dropout
-    masks) are allocated there too, as ``step_inputs``, and the graph is the network's
-    ``forward_train``: ``side_effects`` then holds the nodes that update its buffers (BatchNorm's
-    running statistics), which the training graph must compute besides its outputs. ``constants``
-    (name -> array; static graphs only) become tensors of that value in the static buffer, for graph
-    code after the network (a loss's one-hot table). ``readable`` (static graphs only) also keeps the
-    outputs in the static buffer, for ``output()`` after ggml-opt evaluated the graph (without
-    labels, for a forward-only context: generation).
-    Allocation-based (``static=False``): the input is left for ggml-opt's scheduler to allocate; the
-    graph is built for one evaluation (``ggml_opt_prepare_alloc``), so any batch size works.
-    """
+    inputs: CData   # set by the subclass
+    out: Tensor     # set by _set_outputs
+    outputs: CData
 
-    def __init__(self, network: Network, store: ParamStore, batch: int, *, static: bool = True,
-                 rows_of: CData | None = None, labels_width: int | None = None, training: bool = False,
-                 constants: dict[str, np.ndarray] | None = None, readable: bool = False) -> None:
+    def __init__(self, store: ParamStore, batch: int, grads: bool) -> None:
         self.batch = batch
         self.store = store
-        self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE, grads=static)
-        self.ctx_static: Context | None = None
-        self.buf_static: Buffer | None = None
-        self.labels: Tensor | None = None
-        assert network.input_shape is not None and network.output_shape is not None  # built by the caller
-        shape = (batch, *network.input_shape)
-        if (labels_width is not None or training or constants or readable) and not static:
-            raise ValueError("labels_width, training, constants and readable need a static graph")
-        # the network's step inputs (dropout masks) exist in the training graph only
-        step_shapes = network.step_inputs() if training else {}
+        self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE, grads=grads)
         self.step_inputs: dict[str, Tensor] = {}
-        constants = constants or {}
-        self.constants: dict[str, Tensor] = {}
-        if static:
-            self.ctx_static = Context(3 + len(step_shapes) + len(constants))
-            for key, value in constants.items():
-                t = new_input(self.ctx_static, value.shape, key)
-                t.ctx = self.ctx_compute
-                self.constants[key] = t
-            for key, sample_shape in step_shapes.items():
-                t = new_input(self.ctx_static, (batch, *sample_shape), key)
-                lib.ggml_set_input(t.ptr)
-                t.ctx = self.ctx_compute
-                self.step_inputs[key] = t
-            if rows_of is None:
-                inp = new_input(self.ctx_static, shape, "input", network.input_dtype).ptr
-            else:
-                inp = lib.ggml_new_tensor_1d(self.ctx_static.ptr, lib.GGML_TYPE_I32, batch)
-                lib.ggml_set_name(inp, b"batch_rows")
-            if labels_width is not None:
-                self.labels = new_input(self.ctx_static, (batch, labels_width), "labels")
-                lib.ggml_set_input(self.labels.ptr)
-                self.labels.ctx = self.ctx_compute  # ops on the labels build in the graph's context
-        else:
-            inp = new_input(self.ctx_compute, shape, "input", network.input_dtype).ptr
-        self.inputs = inp
-        lib.ggml_set_input(inp)
-        if rows_of is None:
-            x_ptr = inp
-        else:
-            rows = lib.ggml_get_rows(self.ctx_compute.ptr, rows_of, inp)
-            x_ptr = lib.ggml_reshape_4d(self.ctx_compute.ptr, rows, *tensor_data.ne_of(shape))
-        x = Tensor(x_ptr, self.ctx_compute, self.ctx_compute, len(shape))
+        self.side_effects: list[CData] = []
+        # numpy views of the input and the outputs where a static buffer in host memory holds them: a
+        # batch of one sample spends more time in tensor_data's checks than in the copy
+        self._input_view: np.ndarray | None = None
+        self._output_view: np.ndarray | None = None
+
+    def _build(self, network: Network, x: Tensor, training: bool) -> Tensor:
+        """The network's outputs for ``x`` (checked: shape, float32; contiguous): its training form
+        (``forward_train``, with ``step_inputs`` among the parameters) when ``training``."""
+        assert network.output_shape is not None  # built by the caller
         updates: list[Tensor] = []
         if training:
-            out = network.forward_train(x, {**store.tensors, **self.step_inputs}, updates)
+            out = network.forward_train(x, {**self.store.tensors, **self.step_inputs}, updates)
         else:
-            out = network.forward(x, dict(store.tensors))
-        self.side_effects: list[CData] = [u.ptr for u in updates]
-        if out.shape != (batch, *network.output_shape):
-            raise ValueError(f"the model produced outputs of shape {out.shape}, expected {(batch, *network.output_shape)}")
+            out = network.forward(x, dict(self.store.tensors))
+        self.side_effects = [u.ptr for u in updates]
+        expected = (self.batch, *network.output_shape)
+        if out.shape != expected:
+            raise ValueError(f"the model produced outputs of shape {out.shape}, expected {expected}")
         if out.ptr.type != lib.GGML_TYPE_F32:
             raise ValueError("the model's output must be float32")
-        out = contiguous(out)
-        out_static = self.labels is not None or readable
-        if out_static:
-            assert self.ctx_static is not None  # static (checked above)
-            out = Tensor(lib.ggml_cont(self.ctx_static.ptr, out.ptr), self.ctx_compute, self.ctx_static, out.ndim)
-        if self.ctx_static is not None:
-            self.buf_static = Buffer(self.ctx_static, store.backend)
-            for key, value in constants.items():
-                tensor_data.set(self.constants[key].ptr, value)
+        return contiguous(out)
+
+    def _new_step_inputs(self, network: Network, ctx: Context) -> None:
+        """The network's step inputs for ``batch`` samples, held by ``ctx``, built on in ``ctx_compute``."""
+        for key, sample_shape in network.step_inputs().items():
+            t = new_input(ctx, (self.batch, *sample_shape), key, graph=self.ctx_compute)
+            lib.ggml_set_input(t.ptr)
+            self.step_inputs[key] = t
+
+    def _set_outputs(self, out: Tensor) -> None:
         self.out = out
         self.outputs = out.ptr
         lib.ggml_set_name(self.outputs, b"outputs")
         lib.ggml_set_output(self.outputs)
-        # numpy views of the input and the outputs where they live in a static buffer in host memory:
-        # a batch of one sample spends more time in tensor_data's checks than in the copy
-        self._input_view = self._output_view = None
-        if self.buf_static is not None:
-            if rows_of is None:
-                self._input_view = tensor_data.host_view(inp, shape)
-            if out_static:
-                self._output_view = tensor_data.host_view(self.outputs, out.shape)
-        self.gf: CData | None = None
-        if not static:
-            self.gf = lib.ggml_new_graph_custom(self.ctx_compute.ptr, GRAPH_SIZE, False)
-            lib.ggml_build_forward_expand(self.gf, self.outputs)
 
     def set_input(self, xb: np.ndarray) -> None:
         """Write one batch (``batch`` rows) into the input, once it is allocated."""
@@ -150,10 +97,102 @@ class ForwardGraph:
         return total
 
     def close(self) -> None:
-        self._input_view = self._output_view = None  # views of the static buffer freed here
-        for owner in (self.buf_static, self.ctx_static, self.ctx_compute):
+        self._input_view = self._output_view = None  # views of a static buffer freed by a subclass
+        self.ctx_compute.close()
+
+
+class StaticGraph(Graph):
+    """A static graph (ggml-opt's static graphs; fit's training graph, the forward graphs cached per
+    batch size): the input lives in a buffer of its own on the store's backend (``buf_static``), so the
+    graph is built once and evaluated many times. ggml-opt adds its loss (and, for training, the
+    gradients and the optimizer step) to ``ctx_compute`` at ``ggml_opt_init``.
+
+    With ``rows_of`` (a host tensor ``[ne_datapoint, ndata]``: fit's samples) the input is ``batch``
+    row numbers (int32) and the graph starts by gathering those rows (GET_ROWS): the batch is copied
+    inside ggml's compute instead of by numpy. With ``labels_width`` a second input, ``labels``
+    (batch, labels_width), is allocated beside the first, for graphs that go on past the network's
+    outputs (a loss of their own); their outputs are then copied into the static buffer too, where
+    ``output()`` reads them after each evaluation (ggml-opt computes a copy of a static graph, whose
+    other nodes' memory it reuses). With ``training`` the graph is the network's ``forward_train``,
+    with its step inputs in the static buffer (``step_inputs``) and the nodes that update its buffers
+    in ``side_effects``. ``constants`` (name -> array) become tensors of that value in the static
+    buffer, for graph code after the network (a loss's one-hot table). ``readable`` also keeps the
+    outputs in the static buffer, for ``output()`` after ggml-opt evaluated the graph (without labels,
+    for a forward-only context: generation)."""
+
+    def __init__(self, network: Network, store: ParamStore, batch: int, *, rows_of: CData | None = None,
+                 labels_width: int | None = None, training: bool = False,
+                 constants: dict[str, np.ndarray] | None = None, readable: bool = False) -> None:
+        super().__init__(store, batch, grads=True)
+        assert network.input_shape is not None  # built by the caller
+        shape = (batch, *network.input_shape)
+        constants = constants or {}
+        self.ctx_static = Context(3 + (len(network.step_inputs()) if training else 0) + len(constants))
+        self.buf_static: Buffer | None = None
+        self.labels: Tensor | None = None
+        self.constants = {key: new_input(self.ctx_static, value.shape, key, graph=self.ctx_compute)
+                          for key, value in constants.items()}
+        if training:
+            self._new_step_inputs(network, self.ctx_static)
+        if rows_of is None:
+            x = new_input(self.ctx_static, shape, "input", network.input_dtype, graph=self.ctx_compute)
+            self.inputs = x.ptr
+            lib.ggml_set_input(self.inputs)
+        else:
+            self.inputs = lib.ggml_new_tensor_1d(self.ctx_static.ptr, lib.GGML_TYPE_I32, batch)
+            lib.ggml_set_name(self.inputs, b"batch_rows")
+            lib.ggml_set_input(self.inputs)
+            rows = lib.ggml_get_rows(self.ctx_compute.ptr, rows_of, self.inputs)
+            x = Tensor(lib.ggml_reshape_4d(self.ctx_compute.ptr, rows, *tensor_data.ne_of(shape)),
+                       self.ctx_compute, self.ctx_compute, len(shape))
+        if labels_width is not None:
+            self.labels = new_input(self.ctx_static, (batch, labels_width), "labels", graph=self.ctx_compute)
+            lib.ggml_set_input(self.labels.ptr)
+        out = self._build(network, x, training)
+        out_static = self.labels is not None or readable
+        if out_static:
+            out = Tensor(lib.ggml_cont(self.ctx_static.ptr, out.ptr), self.ctx_compute, self.ctx_static, out.ndim)
+        self.buf_static = Buffer(self.ctx_static, store.backend)
+        for key, value in constants.items():
+            tensor_data.set(self.constants[key].ptr, value)
+        self._set_outputs(out)
+        if rows_of is None:
+            self._input_view = tensor_data.host_view(self.inputs, shape)
+        if out_static:
+            self._output_view = tensor_data.host_view(self.outputs, out.shape)
+
+    def close(self) -> None:
+        super().close()
+        for owner in (self.buf_static, self.ctx_static):
             if owner is not None:
                 owner.close()
+
+
+class AllocGraph(Graph):
+    """An allocation-based graph (``ggml_opt_prepare_alloc``): ``gf``, built for one evaluation of
+    exactly ``batch`` samples, whose input (and step inputs) ggml-opt's scheduler allocates at
+    ``ggml_opt_alloc``: any batch size works, with nothing padded.
+
+    With ``training`` it is the network's training form: ``forward_train`` with its step inputs
+    (``step_inputs``, allocated with the input), the nodes that update its buffers part of ``gf``, in a
+    context with room for gradients, so that ggml-opt builds the backward pass over the parameters the
+    caller flagged (``ParamStore.mark_trainable``; ``ggml_build_backward_expand``) and the optimizer
+    step when ``alloc`` asks for it. Each graph serves one evaluation: a training run builds one per
+    batch, of whatever shape the batch has."""
+
+    def __init__(self, network: Network, store: ParamStore, batch: int, *, training: bool = False) -> None:
+        super().__init__(store, batch, grads=training)
+        assert network.input_shape is not None  # built by the caller
+        if training:
+            self._new_step_inputs(network, self.ctx_compute)
+        x = new_input(self.ctx_compute, (batch, *network.input_shape), "input", network.input_dtype)
+        self.inputs = x.ptr
+        lib.ggml_set_input(self.inputs)
+        self._set_outputs(self._build(network, x, training))
+        self.gf: CData = lib.ggml_new_graph_custom(self.ctx_compute.ptr, GRAPH_SIZE, training)
+        lib.ggml_build_forward_expand(self.gf, self.outputs)
+        for node in self.side_effects:
+            lib.ggml_build_forward_expand(self.gf, node)
 
 
 def output_shape_of(network: Network, param_shapes: dict[str, tuple[int, ...]],

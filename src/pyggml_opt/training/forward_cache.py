@@ -26,7 +26,7 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from ..core import POLLING_S, Backend, OptContext, Scheduler
-from ..nn import ForwardGraph, Network, ParamStore
+from ..nn import Network, ParamStore, StaticGraph
 
 CACHED_SIZES = 2  # batch sizes kept per session: a loop's full batches and its remainder
 # ~25-50 us of one core's work, what waking a pool's sleeping workers costs on an idle machine
@@ -44,7 +44,7 @@ class StaticForward:
         self._pending = False
         # the same graph on one thread without a pool (small graphs, built by ForwardCache when needed)
         self.one_thread: StaticForward | None = None
-        self.graph = ForwardGraph(network, store, batch, static=True, readable=True)
+        self.graph = StaticGraph(network, store, batch, readable=True)
         try:
             # too small to be worth waking a pool's workers for (ForwardCache.get)
             self.small = backends[0].is_cpu and self.graph.flop() < SMALL_GRAPH_FLOP

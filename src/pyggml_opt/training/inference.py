@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 from .._lib import lib
 from ..checks import check_int
 from ..core import OptContext, Scheduler, tensor_data
-from ..nn import ForwardGraph, Network, ParamStore, check_network, ops
+from ..nn import AllocGraph, Network, ParamStore, check_network, ops
 from .checks import check_loss, check_x, targets
 from .logs import evaluation_logs
 from .losses import Loss, LossFn, check_custom_loss, custom_loss, sigmoid, softmax
@@ -38,10 +38,10 @@ class Inference:
         """``network``'s outputs for the batch ``xb`` (any number of samples) and, given a loss function
         and label rows ``yb``, its loss per sample (each the batch's loss if it returns a scalar)."""
         n = xb.shape[0]
-        graph = ForwardGraph(network, store, n, static=False)
+        graph = AllocGraph(network, store, n)
         labels = per = None
         if loss is not None:
-            assert yb is not None and graph.gf is not None  # labels come with the loss; graphs made here have gf
+            assert yb is not None  # labels come with the loss
             labels = ops.new_input(graph.ctx_compute, yb.shape, "labels")
             lib.ggml_set_input(labels.ptr)
             per = custom_loss(loss, graph.out, labels)[0]

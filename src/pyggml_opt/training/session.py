@@ -11,7 +11,7 @@ import numpy as np
 from .._lib import CData, c_str, ffi, lib
 from ..core import ArrayBuffer, OptContext, Result, Scheduler, find_device
 from ..core import tensor_data
-from ..nn import ForwardGraph, Network, ParamStore, Tensor, check_backward
+from ..nn import Network, ParamStore, StaticGraph, Tensor, check_backward
 from ..saving import OptimizerState
 from .batching import BatchWriter
 from .forward_cache import ForwardCache
@@ -104,7 +104,7 @@ class TrainingSession:
     x: np.ndarray
     labels: np.ndarray | None
     rows: ArrayBuffer | None
-    graph: ForwardGraph
+    graph: StaticGraph
     scheduler: Scheduler
     opt_ctx: OptContext
     result: Result
@@ -146,7 +146,7 @@ class TrainingSession:
         # sequence outputs (T, V): token ids become one-hot rows in the graph, through this table
         one_hot = {"one_hot": np.eye(network.output_shape[1], dtype=np.float32)} \
             if weighted and len(network.output_shape) == 2 and loss == "cross_entropy" else None
-        graph = ForwardGraph(network, store, physical, rows_of=rows.tensor if rows is not None else None,
+        graph = StaticGraph(network, store, physical, rows_of=rows.tensor if rows is not None else None,
                              labels_width=width if weighted else None, training=True, constants=one_hot)
         outputs = graph.outputs
         if weighted:

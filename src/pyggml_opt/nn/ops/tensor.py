@@ -175,9 +175,11 @@ def contiguous(a: Tensor) -> Tensor:
 INPUT_TYPES = {"float32": lib.GGML_TYPE_F32, "int32": lib.GGML_TYPE_I32}
 
 
-def new_input(ctx: Context, shape: tuple[int, ...], name: str = "input", dtype: str = "float32") -> Tensor:
-    """A tensor of numpy-order ``shape`` and ``dtype`` ("float32" or "int32") in context ``ctx``."""
+def new_input(ctx: Context, shape: tuple[int, ...], name: str = "input", dtype: str = "float32",
+              graph: Context | None = None) -> Tensor:
+    """A tensor of numpy-order ``shape`` and ``dtype`` ("float32" or "int32") in context ``ctx``; ops
+    on it build in ``graph`` (default ``ctx``): a static graph's inputs live in a context of their own."""
     ne = ne_of(shape)
     t = lib.ggml_new_tensor(ctx.ptr, INPUT_TYPES[dtype], lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne))
     lib.ggml_set_name(t, name.encode())
-    return Tensor(t, ctx, ctx, len(shape))
+    return Tensor(t, graph if graph is not None else ctx, ctx, len(shape))
