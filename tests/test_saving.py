@@ -208,3 +208,38 @@ def test_files_of_the_previous_config_layout_still_load(tmp_path):
     assert [type(layer).__name__ for layer in m.layers] == ["Linear", "ReLU"] and m.layer_names == ["fc", "1"]
     assert m.loss == "mse" and same_weights(m.get_weights(), w)
     np.testing.assert_array_equal(m.predict(np.ones((1, 4)), logits=True), [[7.0, 23.0, 39.0]])
+
+
+def test_gguf_keys_keep_numpy_types_and_arrays(tmp_path):
+    """What llama.cpp's keys need: exact scalar types (it refuses a uint32 key stored as int64) and
+    arrays of strings and numbers, read back as written."""
+    with GGUFFile() as f:
+        f.set("u32", np.uint32(4_000_000_000))
+        f.set("f32", np.float32(1e-5))
+        f.set("i64", 7)
+        f.set("flag", False)
+        f.set("words", ["a", "é▁", " "])
+        f.set("none", [])
+        f.set("i32s", np.array([1, -3], np.int32))
+        f.set("f32s", np.array([0.5, 2.0], np.float32))
+        f.write(tmp_path / "k.gguf")
+        with pytest.raises(ValueError, match="NUL"):
+            f.set("bad", ["a\x00b"])
+        with pytest.raises(ValueError, match="UTF-8"):
+            f.set("bad", "\udc80")
+        with pytest.raises(TypeError, match="'bad' is dict"):
+            f.set("bad", {})
+        with pytest.raises(TypeError, match="'bad' is ndarray"):
+            f.set("bad", np.zeros((2, 2), np.float32))
+    with GGUFFile.read(tmp_path / "k.gguf") as f:
+        assert f.get("u32") == 4_000_000_000 and f.get("f32") == np.float32(1e-5) and f.get("i64") == 7
+        assert f.get("flag") is False
+        assert f.get_array("words") == ["a", "é▁", " "] and f.get_array("none") == []
+        i32s, f32s = f.get_array("i32s"), f.get_array("f32s")
+        assert isinstance(i32s, np.ndarray) and i32s.dtype == np.int32 and i32s.tolist() == [1, -3]
+        assert isinstance(f32s, np.ndarray) and f32s.dtype == np.float32 and f32s.tolist() == [0.5, 2.0]
+        assert f.get_array("absent") is None
+        with pytest.raises(ValueError, match="not an array"):
+            f.get_array("u32")
+        with pytest.raises(ValueError, match="not read"):
+            f.get("words")

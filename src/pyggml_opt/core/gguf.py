@@ -18,6 +18,28 @@ _GETTERS = {
     lib.GGUF_TYPE_FLOAT32: "f32", lib.GGUF_TYPE_UINT64: "u64", lib.GGUF_TYPE_INT64: "i64",
     lib.GGUF_TYPE_FLOAT64: "f64", lib.GGUF_TYPE_BOOL: "bool", lib.GGUF_TYPE_STRING: "str",
 }
+# numpy scalar type -> gguf_set_val_<suffix>; element type of arrays <-> numpy dtype
+_SCALAR_SETTERS = {np.dtype(np.uint8): "u8", np.dtype(np.int8): "i8", np.dtype(np.uint16): "u16",
+                   np.dtype(np.int16): "i16", np.dtype(np.uint32): "u32", np.dtype(np.int32): "i32",
+                   np.dtype(np.float32): "f32", np.dtype(np.uint64): "u64", np.dtype(np.int64): "i64",
+                   np.dtype(np.float64): "f64"}
+_ARRAY_DTYPES = {getattr(lib, f"GGUF_TYPE_{name}"): np.dtype(dtype) for name, dtype in (
+    ("UINT8", np.uint8), ("INT8", np.int8), ("UINT16", np.uint16), ("INT16", np.int16), ("UINT32", np.uint32),
+    ("INT32", np.int32), ("FLOAT32", np.float32), ("UINT64", np.uint64), ("INT64", np.int64),
+    ("FLOAT64", np.float64), ("BOOL", np.bool_))}
+_ARRAY_TYPES = {dtype: kind for kind, dtype in _ARRAY_DTYPES.items()}
+
+
+def _c_bytes(key: str, value: str) -> bytes:
+    """``value`` as the UTF-8 C string GGUF stores; ValueError for what a C string cannot hold."""
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"GGUF key {key!r}: {value[:40]!r} is not valid UTF-8 ({exc.reason})") from None
+    if b"\0" in data:
+        raise ValueError(f"GGUF key {key!r}: {value[:40]!r} contains a NUL character, which a GGUF string "
+                         "(a C string for its readers) cannot hold")
+    return data
 
 
 class GGUFFile(Handle):
@@ -86,7 +108,7 @@ class GGUFFile(Handle):
         return [c_str(lib.gguf_get_key(self.ptr, i)) for i in range(lib.gguf_get_n_kv(self.ptr))]
 
     def get(self, key: str, default: Any = None) -> Any:
-        """Value of a scalar or string key (arrays are not read); ``default`` if absent. Its type is the
+        """Value of a scalar or string key (arrays: ``get_array``); ``default`` if absent. Its type is the
         file's: check it before use."""
         kid = lib.gguf_find_key(self.ptr, key.encode())
         if kid < 0:
@@ -97,19 +119,51 @@ class GGUFFile(Handle):
         value = getattr(lib, f"gguf_get_val_{_GETTERS[kind]}")(self.ptr, kid)
         return c_str(value) if kind == lib.GGUF_TYPE_STRING else value
 
+    def get_array(self, key: str) -> list[str] | np.ndarray | None:
+        """Value of an array key: a list of str for a string array, else a numpy array of the file's
+        element type (a copy); None if absent. ValueError for a key that is not an array, or an array
+        of arrays."""
+        kid = lib.gguf_find_key(self.ptr, key.encode())
+        if kid < 0:
+            return None
+        if lib.gguf_get_kv_type(self.ptr, kid) != lib.GGUF_TYPE_ARRAY:
+            raise ValueError(f"GGUF key {key!r} is not an array")
+        kind = lib.gguf_get_arr_type(self.ptr, kid)
+        n = lib.gguf_get_arr_n(self.ptr, kid)
+        if kind == lib.GGUF_TYPE_STRING:
+            return [c_str(lib.gguf_get_arr_str(self.ptr, kid, i)) for i in range(n)]
+        dtype = _ARRAY_DTYPES.get(kind)
+        if dtype is None:
+            raise ValueError(f"GGUF key {key!r} is an array of {c_str(lib.gguf_type_name(kind))}, which is not read")
+        if n == 0:
+            return np.zeros(0, dtype)
+        data = ffi.buffer(ffi.cast("const char *", lib.gguf_get_arr_data(self.ptr, kid)), n * dtype.itemsize)
+        return np.frombuffer(data, dtype.newbyteorder("<")).astype(dtype)
+
     def set(self, key: str, value: object) -> None:
-        """Set a key: str, bool, int (int64) or float (float64)."""
+        """Set a key. Python values: str, bool, int (int64), float (float64); a numpy scalar keeps its
+        type (``np.uint32(5)``, ``np.float32(1e-5)``: readers such as llama.cpp check a key's exact type);
+        a list of str is a string array; a 1-D numpy array of a GGUF element type is that array."""
         k = key.encode()
         if isinstance(value, str):
-            lib.gguf_set_val_str(self.ptr, k, value.encode())
-        elif isinstance(value, bool):
-            lib.gguf_set_val_bool(self.ptr, k, value)
+            lib.gguf_set_val_str(self.ptr, k, _c_bytes(key, value))
+        elif isinstance(value, (bool, np.bool_)):
+            lib.gguf_set_val_bool(self.ptr, k, bool(value))
+        elif isinstance(value, np.generic) and value.dtype in _SCALAR_SETTERS:
+            getattr(lib, f"gguf_set_val_{_SCALAR_SETTERS[value.dtype]}")(self.ptr, k, value.item())
         elif isinstance(value, (int, np.integer)):
             lib.gguf_set_val_i64(self.ptr, k, int(value))
         elif isinstance(value, (float, np.floating)):
             lib.gguf_set_val_f64(self.ptr, k, float(value))
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            items = [ffi.new("char[]", _c_bytes(key, v)) for v in value]
+            lib.gguf_set_arr_str(self.ptr, k, ffi.new("const char *[]", items), len(items))
+        elif isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype in _ARRAY_TYPES:
+            arr = np.ascontiguousarray(value, value.dtype.newbyteorder("<"))
+            lib.gguf_set_arr_data(self.ptr, k, _ARRAY_TYPES[value.dtype], ffi.from_buffer(arr), arr.size)
         else:
-            raise TypeError(f"GGUF values must be str, bool, int or float; {key!r} is {type(value).__name__}")
+            raise TypeError(f"GGUF values must be str, bool, int, float, a numpy scalar, a list of str or a 1-D "
+                            f"numpy array of a GGUF type; {key!r} is {type(value).__name__}")
 
     # ---- tensors ---------------------------------------------------------------------------------------------
     def tensor_names(self) -> list[str]:
