@@ -2,7 +2,11 @@
 conftest.py)."""
 from __future__ import annotations
 
+import importlib
+import os
+
 import numpy as np
+import pytest
 
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
@@ -49,3 +53,15 @@ def check_gradients(loss, w0: dict, got: dict, names, eps: float, tol: float) ->
             minus[name][idx] -= eps
             fd = (loss(plus) - loss(minus)) / (2 * eps)
             assert abs(got[name][idx] - fd) <= tol, (name, idx, got[name][idx], fd)
+
+
+def import_or_skip(name: str, why: str):
+    """The module ``name`` (from the test extra), or a skip where it is not installed; with
+    PYGGML_OPT_REQUIRE_C_TESTS=1 (CI, which installs the test extra) its absence fails instead."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        msg = f"{name} is not installed ({why}; pip install '.[test]'): {exc}"
+        if os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1":
+            pytest.fail(msg + " (PYGGML_OPT_REQUIRE_C_TESTS=1)")
+        pytest.skip(msg)

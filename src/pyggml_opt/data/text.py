@@ -33,7 +33,7 @@ class CharTokenizer:
     def fit(cls, texts: Iterable[str]) -> "CharTokenizer":
         """A tokenizer for every character that occurs in ``texts``."""
         seen: set[str] = set()
-        for t in _texts(texts):
+        for t in iter_texts(texts):
             seen.update(t)
         return cls("".join(sorted(seen)))
 
@@ -62,7 +62,7 @@ class CharTokenizer:
         if length is None:
             raise TypeError("encode(texts, length): a batch of texts needs the length of its rows")
         out = np.zeros((len(texts), int(length)), np.int32)
-        for row, t in enumerate(_texts(texts)):
+        for row, t in enumerate(iter_texts(texts)):
             ids = self._ids_of(t[:length])
             out[row, :ids.size] = ids
         return out
@@ -129,7 +129,7 @@ def sliding_windows(ids: Sequence[int] | np.ndarray, context: int, stride: int |
     return np.ascontiguousarray(windows[:, :-1]), np.ascontiguousarray(windows[:, 1:])
 
 
-def _texts(texts: Iterable[object]) -> Iterator[str]:
+def iter_texts(texts: Iterable[object]) -> Iterator[str]:
     """The items of ``texts``, each checked to be a str: bytes (a file read in "rb") would otherwise
     map every byte to the unknown id, silently."""
     hint = ": decode bytes first, e.g. data.decode('utf-8')"
