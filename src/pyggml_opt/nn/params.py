@@ -38,8 +38,11 @@ class ParamStore:
     """Owns a context with one F32 tensor per parameter and the buffer holding them on ``backend``.
 
     Tensor names are the parameter names (they become the GGUF tensor names). ``tensors`` maps
-    name -> Tensor (numpy-order shapes). The names in ``buffers`` are state that is not trained
-    (``mark_trainable`` leaves them out, so ggml-opt gives them no gradient and no optimizer step).
+    name -> Tensor (numpy-order shapes). Every tensor but those named in ``buffers`` (state that is
+    not trained) is flagged as a ggml parameter from the start (``ggml_set_param``: ggml-opt gives it
+    a gradient and an optimizer step): a graph records its tensors as leafs or nodes by that flag when
+    it is built, so flagging them later (at the first fit) made ggml-opt abort on a forward graph
+    built before (``dst->n_leafs == src->n_leafs`` when it copies the graph at its first evaluation).
     """
 
     def __init__(self, shapes: dict[str, tuple[int, ...]], backend: Backend, buffers: frozenset[str] = frozenset()) -> None:
@@ -49,6 +52,8 @@ class ParamStore:
             ne = tensor_data.ne_of(shape)
             t = lib.ggml_new_tensor(self.ctx.ptr, lib.GGML_TYPE_F32, lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne))
             lib.ggml_set_name(t, check_param_name(name).encode())
+            if name not in buffers:
+                lib.ggml_set_param(t)
             self.tensors[name] = Tensor(t, None, self.ctx, len(shape))
         # ggml allocates no buffer for a context without tensors (a model without parameters)
         self.buffer = Buffer(self.ctx, backend) if self.tensors else None
@@ -61,12 +66,6 @@ class ParamStore:
     def set(self, weights: dict[str, np.ndarray]) -> None:
         for name, value in weights.items():
             tensor_data.set(self.tensors[name].ptr, value)
-
-    def mark_trainable(self) -> None:
-        """Flag every parameter but the buffers for ggml-opt's optimizer (``ggml_set_param``)."""
-        for name, t in self.tensors.items():
-            if name not in self.buffers:
-                lib.ggml_set_param(t.ptr)
 
     def close(self) -> None:
         if self.buffer is not None:

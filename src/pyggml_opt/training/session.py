@@ -152,7 +152,6 @@ class TrainingSession:
         if weighted:
             assert graph.labels is not None  # made for labels_width
             outputs = weighted_loss(graph.out, graph.labels, loss, graph.constants.get("one_hot")).ptr
-        store.mark_trainable()
         check_backward(outputs)
         scheduler = Scheduler(session.scheduler.backends)
         opt_ctx = OptContext(scheduler, loss if isinstance(loss, str) and not weighted else "sum", optimizer,
