@@ -83,6 +83,10 @@ def cases(draw):
         f, h = draw(st.integers(1, 8)), draw(st.integers(1, 8))
         act = draw(st.sampled_from(["relu", "tanh", "gelu", "layernorm", "batchnorm"]))
         layers = [("linear", f, h), (act, h, 0), ("linear", h, classes)]
+        # a registered custom layer first, with or without its size in get_config (see "copy")
+        custom = draw(st.sampled_from([None, None, "scale", "scale_config"]))
+        if custom:
+            layers.insert(0, (custom, f, 0))
         tail = [f]
     elif kind == "tokens":  # token ids (n, T) -> Embedding [-> a sequence layer] -> mean over T -> Linear
         steps, dim = draw(st.integers(1, 6)), draw(st.integers(1, 5))
@@ -121,7 +125,10 @@ def cases(draw):
             "wd": draw(st.sampled_from([0.0, 0.5, 1.0])), "backend": "cpu", "mutations": [],
             "weights": draw(st.sampled_from(["none", "none", "random"])) if loss not in ("mean", "sum") else "none",
             "metrics": draw(st.sampled_from(METRICS)), "function": function,
-            "threads": draw(st.sampled_from([1, 2])) if function else 1}
+            "threads": draw(st.sampled_from([1, 2])) if function else 1,
+            # after training, a copy of the model (a FunctionModel's local forward function cannot be
+            # pickled: Python's AttributeError, not a case to draw)
+            "copy": draw(st.sampled_from([None, None, "deepcopy", "clone", "save"] + ([] if function else ["pickle"])))}
     if n * (1 - case["val"]) < 1:
         case["val"] = 0.0
     for m in draw(st.lists(st.sampled_from(MUTATIONS), max_size=2).filter(lambda l: len(l) != 1 or draw(st.booleans()))):
