@@ -171,7 +171,7 @@ class _HoldOpen(pgo.Callback):
         self.ended.set()
 
 
-@pytest.mark.parametrize("call", ["predict", "fit", "close"])
+@pytest.mark.parametrize("call", ["predict", "fit", "close", "get_weights", "set_weights", "build"])
 def test_a_call_of_another_thread_waits_for_fit(call):
     x, y = _data(0)
     m = _model()
@@ -180,13 +180,20 @@ def test_a_call_of_another_thread_waits_for_fit(call):
                                                                       n_threads=1, callbacks=[hold]))
     fitting.start()
     assert hold.holding.wait(60)
-    ended_first = []
+    ended_first, read = [], []
+    zeros = {name: np.zeros(shape, np.float32) for name, shape in m.param_shapes.items()}
 
     def other():
         if call == "predict":
             m.predict(x[:3])
         elif call == "fit":
             m.fit(x, y, epochs=1, batch_size=64, verbose=0, n_threads=1)
+        elif call == "get_weights":
+            read.append(m.get_weights())
+        elif call == "set_weights":
+            m.set_weights(zeros)
+        elif call == "build":
+            m.build((32,), seed=5)
         else:
             m.close()
         ended_first.append(hold.ended.is_set())
@@ -200,6 +207,38 @@ def test_a_call_of_another_thread_waits_for_fit(call):
     waiting.join(60)
     assert ended_first == [True]
     assert m.predict(x[:3]).shape == (3, 4)   # usable afterwards (after close: made again)
+    if call == "get_weights":   # the trained weights, not a mix of steps
+        assert all(np.array_equal(read[0][k], v) for k, v in m.get_weights().items())
+    elif call == "set_weights":  # set after fit, so fit did not overwrite them
+        assert all(not v.any() for v in m.get_weights().values())
+    elif call == "build":
+        assert all(np.array_equal(_model().build((32,), seed=5).get_weights()[k], v)
+                   for k, v in m.get_weights().items())
+
+
+def test_two_threads_fit_one_unbuilt_model():
+    """One of them builds it (fit builds a model on its first call); the fits then run one after the
+    other, so the weights are those of two fits in a row whichever went first (the data are the same)."""
+    x, y = _data(0)
+    m = _model()
+    errors = []
+
+    def fit():
+        try:
+            m.fit(x, y, epochs=1, batch_size=64, seed=3, verbose=0, n_threads=1)
+        except Exception as e:  # noqa: BLE001 - the assertion below shows it
+            errors.append(e)
+
+    threads = [threading.Thread(target=fit) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    ref = _model()
+    for _ in range(2):
+        ref.fit(x, y, epochs=1, batch_size=64, seed=3, verbose=0, n_threads=1)
+    assert all(np.array_equal(ref.get_weights()[k], v) for k, v in m.get_weights().items())
 
 
 def test_a_callback_of_fit_may_predict():

@@ -168,21 +168,24 @@ class Network:
 
     def _build(self: _N, input_shape: Sequence[int], init: Callable[[str, tuple[int, ...]], np.ndarray]) -> _N:
         input_shape, shapes = self._checked_shapes(input_shape)
-        self.check_not_busy("build")
         weights = {name: checked_weight(name, init(name, shape), shape) for name, shape in shapes.tensors.items()}
-        self.input_shape, self.output_shape, self.param_shapes = input_shape, shapes.output, shapes.tensors
-        self._buffers, self._step_inputs = shapes.buffers, shapes.step_inputs
-        self._drop_store()
-        self._weights = weights
+        with self.lock:  # never under another thread's call: it would free the weights that call uses
+            self.check_not_busy("build")
+            self.input_shape, self.output_shape, self.param_shapes = input_shape, shapes.output, shapes.tensors
+            self._buffers, self._step_inputs = shapes.buffers, shapes.step_inputs
+            self._drop_store()
+            self._weights = weights
         return self
 
     def ensure_built(self, input_shape: Sequence[int], seed: int | None = 0) -> None:
-        """Build for ``input_shape`` unless built; ValueError if built for another shape."""
+        """Build for ``input_shape`` unless built; ValueError if built for another shape. Under the
+        network's lock: of two threads fitting an unbuilt network at once, one builds it."""
         input_shape = tuple(input_shape)
-        if not self.built:
-            self.build(input_shape, seed)
-        elif input_shape != self.input_shape:
-            raise ValueError(f"the model was built for samples of shape {self.input_shape}, got {input_shape}")
+        with self.lock:
+            if not self.built:
+                self.build(input_shape, seed)
+            elif input_shape != self.input_shape:
+                raise ValueError(f"the model was built for samples of shape {self.input_shape}, got {input_shape}")
 
     def require_built(self) -> None:
         if not self.built:
@@ -190,15 +193,18 @@ class Network:
 
     # ---- weights ----------------------------------------------------------------------------------------
     def get_weights(self) -> dict[str, np.ndarray]:
-        """A copy of every parameter as float32 numpy arrays, by name."""
-        self.require_built()
-        if self._store is not None:
-            return self._store.get()
-        assert self._weights is not None  # built: the weights are in the store or here
-        return {k: v.copy() for k, v in self._weights.items()}
+        """A copy of every parameter as float32 numpy arrays, by name (after the running call of another
+        thread, a fit included, has ended: never a mix of two optimizer steps)."""
+        with self.lock:
+            self.require_built()
+            if self._store is not None:
+                return self._store.get()
+            assert self._weights is not None  # built: the weights are in the store or here
+            return {k: v.copy() for k, v in self._weights.items()}
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Replace parameters (all or some) from numpy arrays of the exact shapes."""
+        """Replace parameters (all or some) from numpy arrays of the exact shapes (after the running
+        call of another thread, a fit included, has ended)."""
         self.require_built()
         if not isinstance(weights, dict):
             raise TypeError(f"weights must be a dict name -> array, got {type(weights).__name__}")
@@ -207,11 +213,12 @@ class Network:
             if name not in self.param_shapes:
                 raise ValueError(f"unknown parameter {name!r}; the model has {list(self.param_shapes)}")
             clean[name] = checked_weight(name, value, self.param_shapes[name])
-        if self._store is not None:
-            self._store.set(clean)
-        else:
-            assert self._weights is not None  # built: the weights are in the store or here
-            self._weights.update({k: v.copy() for k, v in clean.items()})
+        with self.lock:
+            if self._store is not None:
+                self._store.set(clean)
+            else:
+                assert self._weights is not None  # built: the weights are in the store or here
+                self._weights.update({k: v.copy() for k, v in clean.items()})
 
     def count_params(self) -> int:
         return int(sum(np.prod(s) for s in self.param_shapes.values()))
@@ -258,14 +265,11 @@ class Network:
         """Free the ggml memory of the weights and of everything attached (the weights stay available
         in numpy; using the network again re-creates what it needs). Idempotent. Waits for calls
         of other threads that use the network (fit included) to end."""
-        self.lock.acquire()
-        try:
+        with self.lock:
             self.check_not_busy("close")
             self._drop_store()
             while self._attachments:
                 self._attachments.popitem()[1].close()
-        finally:
-            self.lock.release()
 
     def __enter__(self: _N) -> _N:
         return self

@@ -70,6 +70,13 @@ class UseLock:
             else:
                 self._owner = None
 
+    def __enter__(self) -> UseLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
     def _note_fork(self) -> None:
         # in the child only the forking thread exists, and it forked outside acquire / release: a
         # guard held (the fields half changed), a holder or a waiter other than it never comes back
