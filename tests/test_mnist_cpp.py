@@ -94,18 +94,19 @@ SHIM_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
 
-/* enum arguments are int-sized in the x86-64 / aarch64 C ABIs */
-typedef void (*fit_fn)(void *, void *, void *, void *, void *, int, int, void *, int64_t, int64_t, float, bool);
+/* enum arguments and results are int-sized in the x86-64 / aarch64 C ABIs; ggml_opt_fit returns its
+   enum ggml_status (vendor patch 0037) */
+typedef int (*fit_fn)(void *, void *, void *, void *, void *, int, int, void *, int64_t, int64_t, float, bool);
 
-void ggml_opt_fit(void * sched, void * ctx, void * inputs, void * outputs, void * dataset, int loss,
+int ggml_opt_fit(void * sched, void * ctx, void * inputs, void * outputs, void * dataset, int loss,
                   int optimizer, void * get_opt_pars, int64_t nepoch, int64_t nbatch_logical,
                   float val_split, bool silent) {
     fit_fn real = (fit_fn) dlsym(RTLD_NEXT, "ggml_opt_fit");
     if (!real) { fprintf(stderr, "nepoch shim: ggml_opt_fit not found\n"); abort(); }
     const char * e = getenv("PYGGML_OPT_TEST_NEPOCH");
     if (e && atoll(e) > 0) nepoch = atoll(e);
-    real(sched, ctx, inputs, outputs, dataset, loss, optimizer, get_opt_pars, nepoch, nbatch_logical,
-         val_split, silent);
+    return real(sched, ctx, inputs, outputs, dataset, loss, optimizer, get_opt_pars, nepoch, nbatch_logical,
+                val_split, silent);
 }
 """
 
