@@ -29,9 +29,8 @@ class FuzzScale(pgo.layers.Layer):
         super().__init__(name)
         self.n = n
 
-    def output_shape(self, input_shape):
-        self.param_shapes = {"w": (self.n,)}
-        return input_shape
+    def infer(self, input_shape):
+        return pgo.layers.LayerShapes(input_shape, {"w": (self.n,)})
 
     def init(self, pname, shape, rng):
         return rng.uniform(0.5, 1.5, size=shape).astype(np.float32)

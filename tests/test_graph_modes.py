@@ -92,7 +92,6 @@ def _one_sgd_step(m, x, mask, y):
     before = m.get_weights()
     with Scheduler.for_device("cpu", 1) as sched:
         store = m.params_on(sched.main)
-        store.mark_trainable()
         opt = OptContext(sched, "mse", pgo.SGD(lr=1.0))
         graph = AllocGraph(m, store, x.shape[0], training=True)
         assert set(graph.step_inputs) == {"2.mask"} and graph.step_inputs["2.mask"].shape == (x.shape[0], 5)
@@ -139,7 +138,6 @@ def _train_steps(m, batches, optimizer, opt_period, alloc):
     static graphs (one graph for the batch shape) or of allocation-based ones (a graph per batch)."""
     with Scheduler.for_device("cpu", 1) as sched:
         store = m.params_on(sched.main)
-        store.mark_trainable()
         n = batches[0][0].shape[0]
         static = None if alloc else StaticGraph(m, store, n, training=True)
         opt = OptContext(sched, "mse", optimizer, opt_period=opt_period, keep_alive=(static,),
@@ -184,7 +182,6 @@ def test_allocation_based_training_graphs_update_buffers():
     x = np.random.default_rng(0).normal(3.0, 2.0, (9, 4)).astype(np.float32)
     with Scheduler.for_device("cpu", 1) as sched:
         store = m.params_on(sched.main)
-        store.mark_trainable()
         opt = OptContext(sched, "sum", pgo.SGD(lr=1e-9))
         graph = AllocGraph(m, store, 9, training=True)
         assert len(graph.side_effects) == 2

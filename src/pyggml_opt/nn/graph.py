@@ -176,7 +176,7 @@ class AllocGraph(Graph):
     With ``training`` it is the network's training form: ``forward_train`` with its step inputs
     (``step_inputs``, allocated with the input), the nodes that update its buffers part of ``gf``, in a
     context with room for gradients, so that ggml-opt builds the backward pass over the parameters the
-    caller flagged (``ParamStore.mark_trainable``; ``ggml_build_backward_expand``) and the optimizer
+    store flags when it makes them (``ParamStore``; ``ggml_build_backward_expand``) and the optimizer
     step when ``alloc`` asks for it. Each graph serves one evaluation: a training run builds one per
     batch, of whatever shape the batch has."""
 

@@ -178,8 +178,7 @@ class Network:
         return self
 
     def ensure_built(self, input_shape: Sequence[int], seed: int | None = 0) -> None:
-        """Build for ``input_shape`` unless built; ValueError if built for another shape. Under the
-        network's lock: of two threads fitting an unbuilt network at once, one builds it."""
+        """Build for ``input_shape`` unless built (under the lock: one of two threads), else check it."""
         input_shape = tuple(input_shape)
         with self.lock:
             if not self.built:
@@ -193,8 +192,7 @@ class Network:
 
     # ---- weights ----------------------------------------------------------------------------------------
     def get_weights(self) -> dict[str, np.ndarray]:
-        """A copy of every parameter as float32 numpy arrays, by name (after the running call of another
-        thread, a fit included, has ended: never a mix of two optimizer steps)."""
+        """A copy of every parameter as float32 numpy arrays, by name (once another thread's call ends)."""
         with self.lock:
             self.require_built()
             if self._store is not None:
