@@ -156,8 +156,6 @@ def _train_steps(m, batches, optimizer, opt_period, alloc):
     return weights
 
 
-@pytest.mark.xfail(strict=True, reason="ggml-opt 0.15.3 never resets an allocation-based graph's gradient "
-                   "accumulators between optimizer steps (issue 29 fixes it in vendor/): remove this mark then")
 @pytest.mark.parametrize("opt_period", [1, 2])
 @pytest.mark.parametrize("optimizer", [lambda: pgo.SGD(lr=0.1), lambda: pgo.AdamW(lr=0.01)], ids=["sgd", "adamw"])
 def test_allocation_based_training_equals_static_training(optimizer, opt_period):

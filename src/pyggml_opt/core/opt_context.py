@@ -27,6 +27,21 @@ def loss_type(loss: object) -> int:
     return LOSS_TYPES[loss]
 
 
+def build_context(graph_size: int, backward: bool, forward_graph: bool) -> Context:
+    """A context for what ggml-opt builds beside a forward graph of ``graph_size`` nodes, so that it
+    never runs out of room in a caller's context (ggml aborts then, or crashes: its graph-building
+    calls cannot report an error). ``forward_graph``: ggml-opt makes the forward graph itself (static
+    graphs). Without ``backward`` ggml-opt adds the loss: at most 6 tensors (cross-entropy: the labels,
+    the loss, its 1/opt_period scale, the predictions, the labels' argmax, the count of correct ones).
+    With it, two copies of the forward graph with gradients (for the gradients, and with the optimizer
+    step) and the tensors of the loss, gradients and optimizer steps: each is a node or a leaf of the
+    optimizer graph, which holds at most ``graph_size`` of each (ggml asserts before a graph overflows),
+    so 2 * graph_size tensors hold them. Metadata only, and what ggml-opt does not use is never touched."""
+    n_graphs = int(forward_graph) + (2 if backward else 0)
+    n_tensors = 2 * graph_size if backward else 6
+    return Context(n_tensors, graph_size=graph_size, grads=True, n_graphs=n_graphs)
+
+
 class OptimizerCallbacks(Protocol):
     """What an ``OptContext`` asks of its optimizer (``training.optimizers.Optimizer``)."""
 
@@ -71,7 +86,9 @@ class OptContext(Handle):
          backend buffer and ``outputs`` built from them in ``ctx_compute`` before this object is
          made; ggml-opt adds the loss, gradients and optimizer step once. Allocation-based graphs
          (``static=None``): before each ``alloc``, ``prepare_alloc`` hands over a forward graph built
-         for that batch (any shape) in a fresh compute context; ggml-opt allocates its inputs.
+         for that batch (any shape) in a fresh compute context; ggml-opt allocates its inputs. In both
+         modes ggml-opt builds its own tensors and graphs in a context this object makes for them
+         (``build_context``), so a caller's context needs room for the caller's tensors only.
       2. Per physical batch: ``alloc(backward)``, write inputs (and ``labels``), ``eval(result)``.
       3. Every ``opt_period`` backward passes the optimizer ``optimizer`` steps once.
     ``optimizer`` (``training.optimizers.Optimizer``) has ``type`` (ggml_opt_optimizer_type),
@@ -93,11 +110,14 @@ class OptContext(Handle):
         opt_period = check_int("opt_period", opt_period)
         params = lib.ggml_opt_default_params(scheduler.ptr, loss_type(loss))
         ctx_compute = None
+        self._built: Context | None = None  # static graphs: where ggml-opt builds its graphs
         if static is not None:
             ctx_compute, inputs, outputs = static
             if inputs.data == ffi.NULL:
                 raise ValueError("inputs must be allocated in a backend buffer before ggml_opt_init (static graphs)")
-            params.ctx_compute, params.inputs, params.outputs = ctx_compute.ptr, inputs, outputs
+            # ggml_opt_init builds its graphs (ggml's default size) in a context of their own
+            self._built = build_context(lib.GGML_DEFAULT_GRAPH_SIZE, backward=not forward_only, forward_graph=True)
+            params.ctx_compute, params.inputs, params.outputs = self._built.ptr, inputs, outputs
         elif side_effects:
             raise ValueError("side_effects are for static graphs (allocation-based ones take them in their graph)")
         # read by ggml_opt_init only
@@ -113,25 +133,37 @@ class OptContext(Handle):
             params.get_opt_pars_ud = self._userdata
             params.grad_clip_norm = optimizer.global_clipnorm or 0.0
         super().__init__(lib.ggml_opt_init(params), lib.ggml_opt_free,
-                         scheduler, ctx_compute, self._userdata, optimizer, *keep_alive)
+                         scheduler, ctx_compute, self._built, self._userdata, optimizer, *keep_alive)
         self.scheduler, self.optimizer = scheduler, optimizer
         self.static = static is not None
-        self._prepared: tuple[Context, object] | None = None
+        self.forward_only = forward_only
+        # allocation-based graphs: the caller's context, ggml-opt's own one and keep_alive, until the next
+        # prepare_alloc; ggml-opt holds the graph until the next evaluation
+        self._prepared: tuple[Context, Context, object] | None = None
+        self._graph_handed = False
 
     def prepare_alloc(self, ctx_compute: Context, graph: CData, inputs: CData, outputs: CData,
                       keep_alive: object = None) -> None:
         """Allocation-based graphs: the forward ``graph`` (a ``struct ggml_cgraph *`` in ``ctx_compute``,
-        ``inputs`` not yet allocated) to allocate next. ``ctx_compute`` must be fresh for every call:
-        ggml-opt adds the loss to it. ``keep_alive`` is held until the next call."""
+        ``inputs`` not yet allocated) to allocate next; ``ctx_compute`` needs room for ``graph`` alone:
+        ggml-opt builds the loss, gradient and optimizer graphs in a context of its own
+        (``build_context``). ``ctx_compute`` and ``keep_alive`` are held until the next call."""
         if self.static:
             raise ValueError("prepare_alloc is for allocation-based graphs; this context has static graphs")
-        lib.ggml_opt_prepare_alloc(self.ptr, ctx_compute.ptr, graph, inputs, outputs)
-        self._prepared = (ctx_compute, keep_alive)
+        # a training context's first build makes every graph, whatever alloc's `backward` says
+        built = build_context(lib.ggml_graph_size(graph), backward=not self.forward_only, forward_graph=False)
+        lib.ggml_opt_prepare_alloc(self.ptr, built.ptr, graph, inputs, outputs)
+        self._prepared = (ctx_compute, built, keep_alive)
+        self._graph_handed = True
 
     def alloc(self, backward: bool) -> None:
-        if not self.static and self._prepared is None:
-            raise ValueError("allocation-based graphs: call prepare_alloc before alloc")
+        """Build (allocation-based graphs) and allocate the graph of the next evaluation: the forward
+        pass, or with ``backward`` the gradients (and every ``opt_period``-th time the optimizer step)."""
+        if not self.static:
+            if not self._graph_handed:
+                raise ValueError("allocation-based graphs: call prepare_alloc before each alloc")
         lib.ggml_opt_alloc(self.ptr, backward)
+        self._graph_handed = self.static
 
     def eval(self, result: Result | None = None) -> None:
         """Compute the allocated graph (GIL released); accumulate into ``result`` if given.
