@@ -12,7 +12,7 @@ import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt import ops
 from pyggml_opt._lib import lib
-from pyggml_opt.core import OptContext, Result, Scheduler, tensor_data
+from pyggml_opt.core import OptContext, OptLoss, Result, Scheduler, tensor_data
 from pyggml_opt.nn import AllocGraph, StaticGraph, check_backward
 
 
@@ -34,7 +34,7 @@ def test_static_graph_evaluates_the_same_graph_many_times():
     with Scheduler.for_device("cpu", 1) as sched:
         store = m.params_on(sched.main)
         graph = StaticGraph(m, store, 5)
-        opt = OptContext(sched, "sum", static=(graph.ctx_compute, graph.inputs, graph.outputs), forward_only=True,
+        opt = OptContext(sched, OptLoss.SUM, static=(graph.ctx_compute, graph.inputs, graph.outputs), forward_only=True,
                          keep_alive=(graph,))
         with pytest.raises(ValueError, match="static graphs"):
             opt.prepare_alloc(graph.ctx_compute, None, graph.inputs, graph.outputs)
@@ -56,7 +56,7 @@ def test_allocation_based_graphs_take_any_batch_size():
     m, w, b = _linear_model()
     with Scheduler.for_device("cpu", 1) as sched:
         store = m.params_on(sched.main)
-        opt = OptContext(sched, "sum", forward_only=True)
+        opt = OptContext(sched, OptLoss.SUM, forward_only=True)
         with pytest.raises(ValueError, match="prepare_alloc"):
             opt.alloc(backward=False)
         for n in (1, 7, 3, 64):
@@ -180,7 +180,7 @@ def test_allocation_based_training_graphs_update_buffers():
     x = np.random.default_rng(0).normal(3.0, 2.0, (9, 4)).astype(np.float32)
     with Scheduler.for_device("cpu", 1) as sched:
         store = m.params_on(sched.main)
-        opt = OptContext(sched, "sum", pgo.SGD(lr=1e-9))
+        opt = OptContext(sched, OptLoss.SUM, pgo.SGD(lr=1e-9))
         graph = AllocGraph(m, store, 9, training=True)
         assert len(graph.side_effects) == 2
         opt.prepare_alloc(graph.ctx_compute, graph.gf, graph.inputs, graph.outputs, keep_alive=graph)
@@ -227,3 +227,9 @@ def test_ops_without_backward_on_a_trainable_path_are_refused():
     with pytest.raises(ValueError, match="no backward pass for the unary op ELU"):
         m.fit(X, Y, epochs=1, batch_size=8, **FAST)
     assert m.predict(X[:2]).shape == (2, 3)  # forward-only use is fine
+
+
+def test_opt_context_takes_ggml_opt_loss_types_only():
+    with Scheduler.for_device("CPU", 1) as sched:
+        with pytest.raises(TypeError, match="loss must be an OptLoss"):
+            OptContext(sched, "cross_entropy", forward_only=True)

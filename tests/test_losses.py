@@ -88,3 +88,69 @@ def test_bad_targets_and_names(loss, y, match):
     x, _ = data()
     with pytest.raises(ValueError, match=match):
         linear().fit(x, y, epochs=1, loss=loss, **FAST)
+
+
+class LogCosh(pgo.Loss):
+    """log cosh(o - y) per output, averaged over a sample's outputs: a loss class of the user's."""
+
+    name = "test_log_cosh"
+
+    def per_sample(self, outputs, y, constants):
+        d = outputs - y   # log cosh d = softplus(2 d) - d - log 2
+        return pgo.ops.mean(pgo.ops.scale(pgo.ops.softplus(pgo.ops.scale(d, 2.0)) - d, 1.0, -np.log(2.0)))
+
+    def host(self, outputs, targets):
+        d = outputs.astype(np.float64) - targets
+        return (np.logaddexp(0.0, 2 * d) - d - np.log(2.0)).mean(axis=1)
+
+
+class GraphOnly(LogCosh):
+    """The same loss without a numpy twin: validation and evaluate compute it in the forward graph."""
+
+    name = "test_log_cosh_graph"
+    host = pgo.Loss.host
+
+
+def test_a_loss_class_of_ones_own_trains_as_numpy_says_and_is_known_by_name_after_registering(tmp_path):
+    x, y = data()
+    z = linear().predict(x).astype(np.float64)
+    d = z - y
+    want = (np.logaddexp(0.0, 2 * d) - d - np.log(2.0)).mean()   # float64 log cosh of the initial outputs
+    grad = np.tanh(d) / K / N                                    # d(mean loss)/dz
+    w0 = linear().get_weights()
+    lr = 0.1
+    m = linear()
+    m.fit(x, y, epochs=1, batch_size=N, shuffle=False, loss=LogCosh(), optimizer=pgo.SGD(lr=lr), **FAST)
+    # one full-batch SGD step: W -= lr * dL/dW, dL/dW = grad^T x
+    np.testing.assert_allclose(m.get_weights()["0.weight"], w0["0.weight"] - lr * grad.T @ x, rtol=1e-5, atol=1e-6)
+    assert m.history["loss"][0] == pytest.approx(want, rel=1e-5)
+    # host and graph evaluation agree (float64 numpy vs float32 graph: ~1e-7 relative)
+    host = m.evaluate(x, y, loss=LogCosh(), metrics=["mae"])
+    graph = m.evaluate(x, y, loss=GraphOnly(), metrics=["mae"])
+    assert host[0] == pytest.approx(graph[0], rel=1e-5) and host[1] == graph[1]
+    # unregistered: the file names it as code, which a load cannot give back
+    m.save(tmp_path / "m.gguf")
+    with pytest.raises(ValueError, match="loss function 'test_log_cosh', which a model file cannot hold"):
+        pgo.load(tmp_path / "m.gguf").evaluate(x, y)
+    pgo.register_loss(LogCosh)
+    try:
+        m.save(tmp_path / "m.gguf")
+        loaded = pgo.load(tmp_path / "m.gguf")
+        assert loaded.loss == "test_log_cosh" and loaded.evaluate(x, y, metrics=["mae"]) == host
+        a = linear()
+        a.fit(x, y, epochs=1, batch_size=N, shuffle=False, loss="test_log_cosh", optimizer=pgo.SGD(lr=lr), **FAST)
+        assert a.get_weights()["0.weight"].tobytes() == m.get_weights()["0.weight"].tobytes()
+        with pytest.raises(ValueError, match="already registered"):
+            pgo.register_loss(type("Other", (LogCosh,), {}))
+    finally:
+        from pyggml_opt.nn import losses
+        del losses._REGISTRY["test_log_cosh"]
+
+
+def test_register_loss_refuses_what_is_not_a_named_loss_class():
+    with pytest.raises(TypeError, match="takes a Loss subclass"):
+        pgo.register_loss(LogCosh())
+    with pytest.raises(ValueError, match="not starting with 'custom:'"):
+        pgo.register_loss(type("Bad", (LogCosh,), {"name": "custom:x"}))
+    with pytest.raises(ValueError, match="already registered"):
+        pgo.register_loss(type("Mse", (LogCosh,), {"name": "mse"}))

@@ -17,6 +17,7 @@ from . import models
 from .core import default_n_threads, devices
 from .models import FunctionModel, Model, Sequential
 from .nn import Tensor, layers, ops
+from .nn.losses import FunctionLoss, Loss, register_loss
 from .saving import load, save
 from .training import (SGD, Accuracy, AdamW, Callback, CallbackList, EarlyStopping, ExponentialDecay, History,
                        LambdaCallback, MeanAbsoluteError, MeanSquaredError, Metric, ModelCheckpoint, MonitorCallback,
@@ -25,8 +26,8 @@ from .training import (SGD, Accuracy, AdamW, Callback, CallbackList, EarlyStoppi
 
 __version__ = "0.1.0"
 
-__all__ = ["Accuracy", "AdamW", "Callback", "CallbackList", "EarlyStopping", "ExponentialDecay", "FunctionModel",
-           "History", "LambdaCallback", "MeanAbsoluteError", "MeanSquaredError", "Metric", "Model", "ModelCheckpoint",
+__all__ = ["Accuracy", "AdamW", "Callback", "CallbackList", "EarlyStopping", "ExponentialDecay", "FunctionLoss",
+           "FunctionModel", "History", "LambdaCallback", "Loss", "MeanAbsoluteError", "MeanSquaredError", "Metric", "Model", "ModelCheckpoint",
            "MonitorCallback", "Optimizer", "ReduceLROnPlateau", "SGD", "Sequential", "StepDecay", "Tensor",
            "TopKAccuracy", "WarmupCosine", "default_n_threads", "devices", "evaluate", "fit", "generate", "layers",
-           "load", "models", "ops", "predict", "save"]
+           "load", "models", "ops", "predict", "register_loss", "save"]

@@ -33,6 +33,7 @@ from . import training
 from .models import Sequential
 from .nn import Network, layers
 from .nn.layers import Layer
+from .nn.losses import CrossEntropy, Loss, MeanSquaredError
 from .training import AdamW, Callback, EarlyStopping
 
 _E = TypeVar("_E", bound="_GGMLEstimator")
@@ -68,7 +69,7 @@ class _Scores(Callback):
 class _GGMLEstimator(BaseEstimator):
     """What the classifier and the regressor share: the network, the training and the checks."""
 
-    _loss: str
+    _loss: Loss
     _multi_output: bool
     # fitted attributes (scikit-learn's convention: absent until fit)
     model_: Network
@@ -187,12 +188,12 @@ class _GGMLEstimator(BaseEstimator):
         self._check_params()
         first = not (incremental and hasattr(self, "model_"))
         X_checked, y = validate_data(self, X, y, reset=first, dtype=(np.float64, np.float32),
-                                     multi_output=self._multi_output, y_numeric=self._loss == "mse")
+                                     multi_output=self._multi_output, y_numeric=not self._loss.classes)
         t = self._targets(y, first, classes)
         weights = None if sample_weight is None else _check_sample_weight(sample_weight, X_checked, dtype=np.float64)
         rng = check_random_state(self.random_state)
         if first:
-            n_outputs = len(self.classes_) if self._loss == "cross_entropy" else t.shape[1]
+            n_outputs = len(self.classes_) if self._loss.classes else t.shape[1]
             model = self._network(X_checked.shape[1], n_outputs)
             self.input_shape_ = model.input_shape if model.input_shape is not None else (X_checked.shape[1],)
             model.build(self.input_shape_, seed=int(rng.randint(2**31 - 1)))
@@ -211,7 +212,7 @@ class _GGMLEstimator(BaseEstimator):
         fit_args: dict[str, Any] = dict(
             batch_size=batch, shuffle=bool(self.shuffle), seed=int(rng.randint(2**31 - 1)),
             optimizer=AdamW(lr=self.learning_rate_init, weight_decay=min(float(self.alpha), 1.0)),
-            loss=self._loss, n_threads=self.n_threads, backend=self.backend,
+            loss=self._loss.name, n_threads=self.n_threads, backend=self.backend,
             verbose=2 if self.verbose else 0, optimizer_state=self.model_.optimizer_state)
         callbacks: list[Callback] = []
         if incremental:
@@ -220,7 +221,7 @@ class _GGMLEstimator(BaseEstimator):
             epochs = int(self.max_iter)
             callbacks.append(self._stopping())
             if self.early_stopping:
-                stratify = t if self._loss == "cross_entropy" else None
+                stratify = t if self._loss.classes else None
                 split = train_test_split(x, t, np.arange(n), test_size=self.validation_fraction,
                                          random_state=rng.randint(2**31 - 1), stratify=_stratify_or_none(stratify))
                 x, x_val, t, t_val, i_train, _ = split
@@ -249,7 +250,7 @@ class _GGMLEstimator(BaseEstimator):
         improvement of at least ``tol`` (of the training loss, or with ``early_stopping`` of the
         validation score, whose best weights are then kept)."""
         if self.early_stopping:
-            monitor, mode = ("val_accuracy", "max") if self._loss == "cross_entropy" else ("val_loss", "min")
+            monitor, mode = ("val_accuracy", "max") if self._loss.classes else ("val_loss", "min")
             return EarlyStopping(monitor, patience=int(self.n_iter_no_change) + 1, min_delta=float(self.tol), mode=mode,
                                  restore_best_weights=True)
         # scikit-learn stops once the count of such epochs exceeds n_iter_no_change: Keras's patience + 1
@@ -305,7 +306,7 @@ class GGMLClassifier(ClassifierMixin, _GGMLEstimator):
     ``best_validation_score_`` (with ``early_stopping``).
     """
 
-    _loss = "cross_entropy"
+    _loss = CrossEntropy()
     _multi_output = False
 
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> GGMLClassifier:
@@ -355,7 +356,7 @@ class GGMLRegressor(RegressorMixin, _GGMLEstimator):
     (n, n_targets). With ``early_stopping`` the validation score is R^2 (variance-weighted over targets).
     """
 
-    _loss = "mse"
+    _loss = MeanSquaredError()
     _multi_output = True
 
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> GGMLRegressor:

@@ -5,11 +5,11 @@ from .context import Context
 from .dataset import Dataset
 from .gguf import GGUFFile
 from .handle import ClosedError, Handle
-from .opt_context import LOSS_TYPES, OptContext, loss_type
+from .opt_context import OptContext, OptLoss
 from .result import Result
 from .scheduler import GRAPH_SIZE, Scheduler
 from .threadpool import POLLING_S
 
 __all__ = ["ArrayBuffer", "Backend", "Buffer", "ClosedError", "Context", "Dataset", "Device", "GGUFFile", "GRAPH_SIZE", "Handle",
-           "POLLING_S", "LOSS_TYPES", "OptContext", "loss_type", "Result", "Scheduler", "default_n_threads", "devices",
+           "POLLING_S", "OptContext", "OptLoss", "Result", "Scheduler", "default_n_threads", "devices",
            "find_device"]

@@ -1,6 +1,7 @@
 """ggml_opt_context: the training graphs (forward, gradients, optimizer step) of one model."""
 from __future__ import annotations
 
+import enum
 import threading
 from types import TracebackType
 from typing import Iterable, Protocol, Sequence
@@ -12,19 +13,13 @@ from .handle import Handle
 from .result import Result
 from .scheduler import Scheduler, check_status
 
-LOSS_TYPES = {
-    "mean": lib.GGML_OPT_LOSS_TYPE_MEAN,
-    "sum": lib.GGML_OPT_LOSS_TYPE_SUM,
-    "cross_entropy": lib.GGML_OPT_LOSS_TYPE_CROSS_ENTROPY,
-    "mse": lib.GGML_OPT_LOSS_TYPE_MEAN_SQUARED_ERROR,
-}
+class OptLoss(enum.IntEnum):
+    """ggml-opt's loss types (``enum ggml_opt_loss_type``): what ggml-opt appends to the outputs."""
 
-
-def loss_type(loss: object) -> int:
-    """ggml-opt's loss type for a loss name; ValueError naming the known ones."""
-    if not isinstance(loss, str) or loss not in LOSS_TYPES:
-        raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_TYPES)}")
-    return LOSS_TYPES[loss]
+    MEAN = lib.GGML_OPT_LOSS_TYPE_MEAN
+    SUM = lib.GGML_OPT_LOSS_TYPE_SUM
+    CROSS_ENTROPY = lib.GGML_OPT_LOSS_TYPE_CROSS_ENTROPY
+    MEAN_SQUARED_ERROR = lib.GGML_OPT_LOSS_TYPE_MEAN_SQUARED_ERROR
 
 
 def build_context(graph_size: int, backward: bool, forward_graph: bool) -> Context:
@@ -103,12 +98,14 @@ class OptContext(Handle):
 
     _kind = "ggml-opt context"
 
-    def __init__(self, scheduler: Scheduler, loss: str, optimizer: OptimizerCallbacks | None = None, *,
+    def __init__(self, scheduler: Scheduler, loss: OptLoss, optimizer: OptimizerCallbacks | None = None, *,
                  static: tuple[Context, CData, CData] | None = None, opt_period: int = 1,
                  forward_only: bool = False, keep_alive: Iterable[object] = (),
                  side_effects: Sequence[CData] = ()) -> None:
         opt_period = check_int("opt_period", opt_period)
-        params = lib.ggml_opt_default_params(scheduler.ptr, loss_type(loss))
+        if not isinstance(loss, OptLoss):
+            raise TypeError(f"loss must be an OptLoss (ggml-opt's loss type), got {loss!r}")
+        params = lib.ggml_opt_default_params(scheduler.ptr, int(loss))
         ctx_compute = None
         self._built: Context | None = None  # static graphs: where ggml-opt builds its graphs
         if static is not None:

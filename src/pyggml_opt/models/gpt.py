@@ -24,6 +24,7 @@ from typing import Any
 from ..checks import check_choice, check_int, check_number
 from ..core import GGUFFile
 from ..nn import Network, serialize
+from ..nn.losses import CrossEntropy
 from ..nn.layers import Dropout, Embedding, Layer, LayerNorm, Linear, PositionalEmbedding, TransformerBlock
 from ..saving import FileFormat, register_format
 from .model import Sequential
@@ -39,7 +40,7 @@ def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dr
     Token embedding, learnt positions (``positions="learned"``; or ``"rope"``: rotary embeddings in
     every attention layer instead), dropout, ``n_layers`` pre-norm TransformerBlocks (causal
     attention with ``n_heads`` heads, GELU MLP of 4 x dim), a final LayerNorm and an untied output
-    layer. Train it with ``loss="cross_entropy"`` on labels (n, context) (the next id of every step)
+    layer. Train it with the cross-entropy loss (fit's default) on labels (n, context) (the next id of every step)
     and sample from it with ``model.generate``.
     """
     vocab_size, context = check_int("vocab_size", vocab_size), check_int("context", context)
@@ -55,7 +56,7 @@ def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dr
     layers += [TransformerBlock(dim, n_heads, dropout=dropout, rope=rope, name=f"blk{i}") for i in range(n_layers)]
     layers += [LayerNorm(dim, name="ln_f"), Linear(dim, vocab_size, name="head")]
     model = Sequential(layers, input_shape=(context,))
-    model.loss = "cross_entropy"
+    model.loss = CrossEntropy.name
     return model
 
 
@@ -117,4 +118,4 @@ def _build(f: GGUFFile) -> Network:
 
 
 register_format(FileFormat(ARCHITECTURE, lambda m: hyperparameters(m) is not None, _build,
-                           default_loss="cross_entropy", metadata=_metadata))
+                           default_loss=CrossEntropy.name, metadata=_metadata))

@@ -38,8 +38,7 @@ class Model(Network):
     models; ``pyggml_opt.training``) and ``save`` (``pyggml_opt.saving``). ``with model:`` frees its ggml
     memory at the end."""
 
-    fit = _method(fit, 'history = model.fit(x_train, y_train, epochs=5, batch_size=32, loss="cross_entropy", '
-                       'validation_split=0.1)')
+    fit = _method(fit, 'history = model.fit(x_train, y_train, epochs=5, batch_size=32, validation_split=0.1)')
     evaluate = _method(evaluate, "loss, accuracy = model.evaluate(x_test, y_test)")
     predict = _method(predict, "probabilities = model.predict(x_test)   # (n, n_out)")
     generate = _method(generate, 'ids = gpt.generate(tokenizer.encode("The "), 200, temperature=0.8, top_k=20, seed=0)')

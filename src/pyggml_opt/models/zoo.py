@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from ..nn import Network, serialize
+from ..nn.losses import CrossEntropy
 from ..nn.layers import Conv2d, Flatten, Layer, Linear, MaxPool2d, ReLU, Reshape
 from ..saving import FileFormat, register_format
 from .model import Sequential
@@ -77,6 +78,6 @@ def _dense_from_ggml(name: str, w: np.ndarray) -> np.ndarray:
 
 
 register_format(FileFormat("mnist-fc", _matcher(_fc_layers(MNIST_NHIDDEN)), lambda f: mnist_fc(),
-                           default_loss="cross_entropy"))
+                           default_loss=CrossEntropy.name))
 register_format(FileFormat("mnist-cnn", _matcher(_cnn_layers()), lambda f: mnist_cnn(), _dense_to_ggml, _dense_from_ggml,
-                           default_loss="cross_entropy"))
+                           default_loss=CrossEntropy.name))

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..checks import check_int
 from ..core import Backend
+from .losses import LossSpec
 from .ops import Tensor
 from .params import ParamStore, check_param_name
 from .shapes import MAX_SAMPLE_AXES
@@ -60,8 +61,9 @@ class Network:
         self.param_shapes: dict[str, tuple[int, ...]] = {}
         self._buffers: frozenset[str] = frozenset()
         self._step_inputs: dict[str, tuple[int, ...]] = {}
-        # the loss last trained with, a name or fit's loss function (predict applies softmax for cross_entropy)
-        self.loss: str | Callable[..., Any] | None = None
+        # the loss last trained with, as fit's ``loss`` (a name, a Loss, a loss function) or a file's entry
+        # (predict applies the loss's probabilities: softmax after cross-entropy)
+        self.loss: LossSpec | None = None
         self.backend: str | None = None  # the ggml device the network last ran on (kept by close and copies)
         # Set by training, a layer above this one (a training.History, a saving.OptimizerState): Any here.
         self.history: Any = None
@@ -346,7 +348,7 @@ class Network:
 
 
 def restore(cls: type[Network], config: dict, input_shape: Sequence[int] | None, weights: dict[str, np.ndarray] | None,
-            loss: str | Callable[..., Any] | None, backend: str | None, history: Any,
+            loss: LossSpec | None, backend: str | None, history: Any,
             optimizer_state: Any = None) -> Network:
     """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
     network = cls.from_config(config)

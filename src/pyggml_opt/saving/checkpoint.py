@@ -56,7 +56,7 @@ class Checkpoint:
     epoch: int                        # epochs completed
     state: OptimizerState
     history: dict                     # {"epoch": [...], "history": {metric: [...]}}; empty if not saved
-    loss: str = ""                    # the model file's loss entry (model_file.loss_entry)
+    loss: str = ""                    # the model file's loss entry (nn.losses.Loss.entry)
 
 
 def save_checkpoint(model: Network, path: str | os.PathLike[str], epoch: int, state: OptimizerState,

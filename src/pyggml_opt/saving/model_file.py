@@ -4,8 +4,8 @@ A file holds:
   - ``general.architecture``: "pyggml_opt" (the generic layout) or a registered layout such as ggml's
     "mnist-fc" / "mnist-cnn" (``formats.py``);
   - ``pyggml_opt.config``: the architecture as JSON (``nn.serialize``: class name and configuration,
-    layers included), ``pyggml_opt.input_shape`` and ``pyggml_opt.loss`` (a loss function as
-    ``custom:<its name>``);
+    layers included), ``pyggml_opt.input_shape`` and ``pyggml_opt.loss`` (the loss's entry,
+    ``nn.losses.Loss.entry``: its name, or for a loss function ``custom:<its name>``);
   - one float32 tensor per parameter, named as the model names it (a registered layout may store a
     tensor differently: mnist-cnn's dense weight is in ggml's flattening order).
 Loading validates every tensor's presence, type and shape before the model gets its weights.
@@ -19,19 +19,9 @@ import numpy as np
 
 from ..core import GGUFFile
 from ..nn import Network, check_rebuilds, deserialize, serialize
+from ..nn.losses import loss_entry
 from .formats import GENERIC, FileFormat, format_named, format_of, known_architectures
 
-
-# A model file's loss entry for a loss function (code, which a file cannot hold): this, then its name.
-CUSTOM_LOSS = "custom:"
-
-
-def loss_entry(loss: object) -> str:
-    """What a model file says of a model's loss: its name, "" for none, ``CUSTOM_LOSS`` and the name of
-    a loss function."""
-    if loss is None or isinstance(loss, str):
-        return loss or ""
-    return CUSTOM_LOSS + str(getattr(loss, "__qualname__", type(loss).__name__))
 
 
 def config_entry(model: Network) -> str:

@@ -4,7 +4,7 @@ Without a loss function (predict, evaluate with a loss name, fit's validation) a
 again gets a static forward-only graph built once and kept by the session (``forward_cache``: the two
 most recently used sizes, such as a loop's full batches and its remainder); per batch only the input
 is written, the graph computed and the outputs read. Other batches (a size's first use, or any batch
-for a loss function, ``fit(loss=fn)``) get a forward graph of their own size through ggml-opt's
+for a loss evaluated in the graph, such as a loss function: ``fit(loss=fn)``) get a forward graph of their own size through ggml-opt's
 allocation-based graphs (``ggml_opt_prepare_alloc`` / ``ggml_opt_alloc``), which for a loss function
 also computes the loss of each sample, from label rows given beside the input."""
 from __future__ import annotations
@@ -16,11 +16,11 @@ from numpy.typing import ArrayLike
 
 from .._lib import lib
 from ..checks import check_int
-from ..core import OptContext, Scheduler, tensor_data
+from ..core import OptContext, OptLoss, Scheduler, tensor_data
 from ..nn import AllocGraph, Network, ParamStore, check_network, ops
-from .checks import check_loss, check_x, targets
+from ..nn.losses import DEFAULT, Loss, LossSpec, find_loss, get_loss, softmax
+from .arguments import check_x, targets
 from .logs import evaluation_logs
-from .losses import Loss, LossFn, check_custom_loss, custom_loss, sigmoid, softmax
 from .metrics import Metric, Metrics, get_metrics
 from .session import SESSION, Session, device_of, exclusive_use, session_for
 
@@ -30,13 +30,14 @@ class Inference:
     a graph built per batch (a loss function's batches, and a batch size's first use)."""
 
     def __init__(self, scheduler: Scheduler) -> None:
-        # "sum": a loss that needs no labels; ggml-opt adds it to every graph, its value is unused
-        self.opt_ctx = OptContext(scheduler, "sum", forward_only=True)
+        # SUM: a loss that needs no labels; ggml-opt adds it to every graph, its value is unused
+        self.opt_ctx = OptContext(scheduler, OptLoss.SUM, forward_only=True)
 
     def run(self, network: Network, store: ParamStore, xb: np.ndarray, yb: np.ndarray | None = None,
-            loss: LossFn | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-        """``network``'s outputs for the batch ``xb`` (any number of samples) and, given a loss function
-        and label rows ``yb``, its loss per sample (each the batch's loss if it returns a scalar)."""
+            loss: Loss | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """``network``'s outputs for the batch ``xb`` (any number of samples) and, given a loss evaluated
+        in the graph and label rows ``yb``, its loss per sample (each the batch's loss if it returns a
+        scalar)."""
         n = xb.shape[0]
         graph = AllocGraph(network, store, n)
         labels = per = None
@@ -44,7 +45,7 @@ class Inference:
             assert yb is not None  # labels come with the loss
             labels = ops.new_input(graph.ctx_compute, yb.shape, "labels")
             lib.ggml_set_input(labels.ptr)
-            per = custom_loss(loss, graph.out, labels)[0]
+            per = loss.per_sample(graph.out, labels, {})
             lib.ggml_set_output(per.ptr)
             lib.ggml_build_forward_expand(graph.gf, per.ptr)
         self.opt_ctx.prepare_alloc(graph.ctx_compute, graph.gf, graph.inputs, graph.outputs, keep_alive=graph)
@@ -63,9 +64,9 @@ class Inference:
 
 def forward(network: Network, x: np.ndarray, batch_size: int, backend: str | None = None,
             n_threads: int | None = None, labels: np.ndarray | None = None,
-            loss: LossFn | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+            loss: Loss | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Raw outputs (n, n_out) of ``network`` for checked samples ``x``, on ``backend`` (default: the
-    network's own), and for a loss function ``loss`` with label rows ``labels`` the loss per sample.
+    network's own), and for a loss evaluated in the graph with label rows ``labels`` the loss per sample.
     The caller holds the network's lock."""
     device = device_of(network, backend)
     current: Session | None = network.attachment(SESSION)
@@ -120,35 +121,35 @@ def predict(model: Network, x: ArrayLike, *, batch_size: int = 256, logits: bool
     model.require_built()
     with exclusive_use(model):
         out = forward(model, x, batch_size, backend, n_threads)[0]
-    to_probs = sigmoid if model.loss == "binary_cross_entropy" else softmax
-    as_probs = model.loss in ("cross_entropy", "binary_cross_entropy") if logits is None else not logits
-    return to_probs(out) if as_probs else out
+    loss = find_loss(model.loss)
+    as_probs = (loss is not None and loss.logits) if logits is None else not logits
+    if not as_probs:
+        return out
+    return loss.probabilities(out) if loss is not None else softmax(out)
 
 
 def validate(model: Network, x: np.ndarray, t: np.ndarray | None, loss: Loss, metrics: Sequence[Metric],
-             batch_size: int,
-             backend: str | None = None, n_threads: int | None = None, batch_means: bool = False) -> dict[str, float]:
+             batch_size: int, backend: str | None = None, n_threads: int | None = None) -> dict[str, float]:
     """The loss and ``metrics`` (bound ``Metric`` objects) of ``model`` on checked samples ``x`` and
-    targets ``t``: the logs of evaluate and of fit's validation. ``batch_means``: the loss function
-    returns the batch's mean. The caller holds the network's lock."""
-    fn = loss if callable(loss) else None
-    out, losses = forward(model, x, batch_size, backend, n_threads, t if fn is not None else None, fn)
-    return evaluation_logs(out, t, loss, metrics, losses, batch_means)
+    targets ``t``: the logs of evaluate and of fit's validation. The caller holds the network's lock."""
+    in_graph = loss if loss.in_graph else None
+    out, losses = forward(model, x, batch_size, backend, n_threads, t if in_graph is not None else None, in_graph)
+    return evaluation_logs(out, t, loss, metrics, losses)
 
 
 @overload
-def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: Loss | None = None,
+def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
              metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
              return_uncertainty: bool = False, return_dict: Literal[False] = False) -> tuple[float, ...]: ...
 
 
 @overload
-def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: Loss | None = None,
+def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
              metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
              return_uncertainty: bool = False, return_dict: Literal[True]) -> dict[str, float]: ...
 
 
-def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: Loss | None = None,
+def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
              metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
              return_uncertainty: bool = False, return_dict: bool = False) -> tuple[float, ...] | dict[str, float]:
     """The loss and the metrics of ``model`` on ``x``, ``y``.
@@ -164,16 +165,16 @@ def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: 
     the metrics' names, and with ``return_uncertainty`` their "_unc" entries (as fit's logs).
     """
     check_network(model)
-    loss = check_loss(loss or model.loss or "cross_entropy")
+    resolved = get_loss(loss or model.loss or DEFAULT)
     batch_size = check_int("batch_size", batch_size)
     x = check_x(model, x)
     model.require_built()
     assert model.output_shape is not None  # built
-    t = targets(model, y, x.shape[0], loss)
-    batch_means = check_custom_loss(loss, model.output_shape, t)
-    bound = get_metrics(metrics, loss, model.output_shape, None if t is None else t.shape[1:])
+    t = targets(model, y, x.shape[0], resolved)
+    resolved.check(model.output_shape, None if t is None else t.shape[1])
+    bound = get_metrics(metrics, resolved, model.output_shape, None if t is None else t.shape[1:])
     with exclusive_use(model):
-        logs = validate(model, x, t, loss, bound, batch_size, backend, n_threads, batch_means)
+        logs = validate(model, x, t, resolved, bound, batch_size, backend, n_threads)
     if not return_uncertainty:
         logs = {k: v for k, v in logs.items() if not k.endswith("_unc")}
     return logs if return_dict else tuple(logs.values())

@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from ..core import Result
-from .losses import Loss, host_losses
+from ..nn.losses import Loss
 from .metrics import Metric
 
 
@@ -96,21 +96,20 @@ def result_logs(result: Result, metrics: Sequence[Metric], host: HostMetrics | N
 
 
 def evaluation_logs(outputs: np.ndarray, targets: np.ndarray | None, loss: Loss, metrics: Sequence[Metric],
-                    losses: np.ndarray | None = None, batch_means: bool = False) -> dict[str, float]:
+                    losses: np.ndarray | None = None) -> dict[str, float]:
     """loss, loss_unc and each metric with its uncertainty for ``outputs`` computed after training.
 
-    ``losses``: per-sample losses computed in the graph (a loss function's); by default the named
-    loss's, in float64 here. ``batch_means``: ``losses`` hold each batch's mean (a loss function that
-    returns a scalar), so the loss has no uncertainty. The "sum" loss reports the sum over samples."""
+    ``losses``: per-sample losses computed in the graph (where the loss has no numpy twin, ``Loss.host``);
+    by default the loss's own, in float64 here. A loss returning the batch's mean (``Loss.batch_means``)
+    has no uncertainty; ``Loss.reported`` gives what is reported of the mean (the "sum" loss: the sum
+    over samples)."""
     if losses is None:
-        assert isinstance(loss, str)  # a loss function's losses come from its graph
-        losses = host_losses(outputs, targets, loss)
+        losses = loss.host(outputs, targets)
+        assert losses is not None  # a loss without numpy twin is evaluated in the graph
     value, unc = mean_of(losses)
-    if batch_means:
+    if loss.batch_means:
         unc = math.nan
-    if loss == "sum":
-        value, unc = value * losses.size, unc * losses.size
-    logs = entries("loss", (value, unc))
+    logs = entries("loss", loss.reported(value, unc, losses.size))
     for m in metrics:
         # without targets (the losses "mean" and "sum") the one metric is the default accuracy: NaN
         stats = mean_of(m.values(outputs, targets)) if targets is not None else (math.nan, math.nan)

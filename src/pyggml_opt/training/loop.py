@@ -28,32 +28,30 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from typing import Iterable, Optional
+from typing import Iterable
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ..checks import check_choice, check_int
 from ..nn import Network, check_network
+from ..nn.losses import DEFAULT as DEFAULT_LOSS
+from ..nn.losses import LossSpec, function_entry_name, get_loss
 from ..saving import Checkpoint, OptimizerState, load_checkpoint
-from ..saving.model_file import CUSTOM_LOSS
+from .arguments import (check_batch_sizes, check_seed, check_shuffle, check_validation_split, check_verbose,
+                        check_x)
 from .batching import epoch_order
 from .callbacks import Callback, CallbackList
-from .checks import (check_batch_sizes, clamp_batch_sizes, check_loss, check_seed, check_shuffle,
-                     check_validation_data, check_validation_split, check_verbose, check_x, sample_weights,
-                     targets)
 from .history import History
 from .inference import validate
 from .logs import HostMetrics, result_logs, validation_logs
-from .losses import OWN_LOSSES, Loss, check_custom_loss, step_weights
-from .metrics import Metric, Metrics, counted_by_ggml_opt, get_metrics
+from .loss_graph import step_weights
+from .metrics import Metric, Metrics
 from .optimizers import Optimizer
 from .optimizers import get as get_optimizer
+from .plan import Batching, FitPlan, plan_fit
 from .progress import Progress
 from .session import TrainingSession, exclusive_use, session_for
-
-# Validation samples and their targets (None for the losses without labels).
-Validation = tuple[np.ndarray, Optional[np.ndarray]]
 
 MAX_EPOCH_STEPS_ENV = "PYGGML_OPT_MAX_EPOCH_STEPS"
 
@@ -80,25 +78,19 @@ class FitLoop:
 
     Callbacks see it as ``callback.trainer`` (``optimizer``, ``optimizer_state()``)."""
 
-    def __init__(self, model: Network, train: TrainingSession, optimizer: Optimizer, *, epochs: int,
-                 batch_size: int, physical: int, run: int, seed: int | None, validation: Validation | None,
-                 loss: Loss, callbacks: CallbackList, verbose: int, metrics: list[Metric],
-                 batch_means: bool = False, max_steps: int | None = None) -> None:
-        self.model, self.train, self.optimizer = model, train, optimizer
-        self.epochs, self.physical, self.run, self.validation, self.loss = epochs, physical, run, validation, loss
-        self.metrics, self.batch_means = metrics, batch_means
-        self.n_train, self.batch_size = train.x.shape[0], batch_size
-        self.n_phys = -(-self.n_train // batch_size) * (batch_size // physical)
-        if max_steps is not None:
-            self.n_phys = min(self.n_phys, max_steps * (batch_size // physical))
-        self.rng, self.seed = np.random.default_rng(seed), seed
+    def __init__(self, model: Network, train: TrainingSession, plan: FitPlan, optimizer: Optimizer,
+                 callbacks: CallbackList, verbose: int) -> None:
+        self.model, self.train, self.plan, self.optimizer = model, train, plan, optimizer
+        self.n_train = train.x.shape[0]
+        self.n_phys = plan.batching.steps_per_epoch(self.n_train)
+        self.rng = np.random.default_rng(plan.batching.seed)
         self.callbacks = callbacks
         callbacks.trainer = self
-        self.progress = Progress(verbose, epochs, self.n_phys)
+        self.progress = Progress(verbose, plan.batching.epochs, self.n_phys)
         self.start_epoch = 0
         self.history = History()
         # fit's own loss graph: the metrics are computed here (ggml-opt counts an accuracy for its own loss only)
-        self.host_metrics = HostMetrics(metrics, batch_size) if train.weighted else None
+        self.host_metrics = HostMetrics(plan.metrics, plan.batching.batch_size) if plan.own_loss_graph else None
 
     def optimizer_state(self, copy: bool = True) -> OptimizerState:
         """The optimizer state now (for checkpoints). ``copy=False``: the AdamW moments may be read-only
@@ -113,14 +105,14 @@ class FitLoop:
         self.start_epoch = checkpoint.epoch
         self.history = History.from_dict(checkpoint.history)
         for _ in range(checkpoint.epoch):
-            epoch_order(self.rng, self.n_train, self.run)
+            epoch_order(self.rng, self.n_train, self.plan.batching.run)
 
     def fit(self) -> History:
         history = self.history
         self.model.history, self.model.stop_training = history, False
         try:
             self.callbacks.on_train_begin()
-            for epoch in range(self.start_epoch, self.epochs):
+            for epoch in range(self.start_epoch, self.plan.batching.epochs):
                 self.callbacks.on_epoch_begin(epoch)
                 logs = self.train_epoch(epoch)
                 history.append(epoch, logs)
@@ -135,22 +127,24 @@ class FitLoop:
     def train_epoch(self, epoch: int) -> dict:
         """One pass over the training samples, then validation; the epoch's logs."""
         t0 = time.perf_counter()
-        train, physical = self.train, self.physical
-        order = epoch_order(self.rng, self.n_train, self.run)
+        train, plan = self.train, self.plan
+        physical, metrics = plan.batching.physical, plan.metrics
+        order = epoch_order(self.rng, self.n_train, plan.batching.run)
         order = order[np.arange(self.n_phys * physical) % self.n_train]  # a last partial batch wraps around
         # the row numbers as the in-graph gather reads them, once per epoch; the labels are gathered per
         # batch (a copy of all label rows in epoch order would stay in memory through the epoch)
         rows = order.astype(np.int32) if train.gathers_in_graph else None
         labels = None
-        if train.weighted:  # per epoch: the weights are divided by their sum over each step
+        if plan.own_loss_graph:  # per epoch: the weights are divided by their sum over each step
             assert train.labels is not None  # the weights ride in the label rows
             labels = np.take(train.labels, order, axis=0)
-            labels[:, -1] = step_weights(labels[:, -1], self.batch_size)
+            labels[:, -1] = step_weights(labels[:, -1], plan.batching.batch_size)
         train.result.reset()
         if self.host_metrics is not None:
             self.host_metrics.reset()
         # dropout masks: a generator of their own per epoch, so that a resumed fit draws the same ones
-        masks = np.random.default_rng(None if self.seed is None else (self.seed, epoch))
+        seed = plan.batching.seed
+        masks = np.random.default_rng(None if seed is None else (seed, epoch))
         for ib in range(self.n_phys):
             b = slice(ib * physical, (ib + 1) * physical)
             train.opt_ctx.alloc(backward=True)
@@ -168,20 +162,20 @@ class FitLoop:
                 writer.copy(self.model.fill_step_input(key, masks, writer.buf.shape))
             train.opt_ctx.eval(train.result)
             if self.host_metrics is not None:
-                assert labels is not None  # weighted losses put their labels in batch order
+                assert labels is not None  # fit's own loss graph puts its labels in batch order
                 self.host_metrics.add(train.graph.output(), labels[b, :-1])
             if self.callbacks or self.progress.verbose == 1:
-                logs = result_logs(train.result, self.metrics, self.host_metrics)
+                logs = result_logs(train.result, metrics, self.host_metrics)
                 self.progress.batch(epoch, ib, logs, t0)
                 self.callbacks.on_batch_end(ib, logs)
             if self.model.stop_training:
                 break
-        logs = result_logs(train.result, self.metrics, self.host_metrics)
+        logs = result_logs(train.result, metrics, self.host_metrics)
         val = None
-        if self.validation is not None:
-            xv, yv = self.validation
-            val = validate(self.model, xv, yv, self.loss, self.metrics, physical, batch_means=self.batch_means)
-        logs.update(validation_logs(val, self.metrics))
+        if plan.validation is not None:
+            xv, yv = plan.validation
+            val = validate(self.model, xv, yv, plan.loss, metrics, physical)
+        logs.update(validation_logs(val, metrics))
         logs["time"] = time.perf_counter() - t0
         logs["lr"] = self.optimizer.last_lr
         return logs
@@ -200,7 +194,7 @@ def check_resumed_metrics(history: dict, metrics: list[Metric]) -> None:
 
 def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int = 1, batch_size: int = 32,
         physical_batch_size: int | None = None, validation_split: float = 0.0,
-        validation_data: tuple[ArrayLike, ArrayLike | None] | None = None, loss: Loss = "cross_entropy",
+        validation_data: tuple[ArrayLike, ArrayLike | None] | None = None, loss: LossSpec = DEFAULT_LOSS,
         optimizer: Optimizer | str = "adamw", shuffle: bool | int | str = True, seed: int | None = 0,
         backend: str | None = None, n_threads: int | None = None, verbose: int | str = 1,
         callbacks: Iterable[Callback] = (), resume_from: str | os.PathLike[str] | None = None, gather: str = "auto",
@@ -211,11 +205,13 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
     x: (n, *input_shape) numbers (float64 and ints are converted to float32). A C-contiguous float32
        array (int32 token ids) is read in place, as torch.from_numpy shares it: no copy of the data
        is made, so do not change x while fit runs.
-    y: class ids (n,) or one-hot/probability rows (n, n_out) for ``loss="cross_entropy"``; float rows
-       (n, n_out) for ``"mse"``, ``"mae"``, ``"huber"``, and in [0, 1] for ``"binary_cross_entropy"``
-       (on logits, as PyTorch's BCEWithLogitsLoss); ignored for ``"mean"`` and ``"sum"`` (the model
-       output is the loss). The losses are PyTorch's, each a mean over samples (training/losses.py).
-    loss: a name above, or a loss function ``fn(outputs, labels) -> Tensor`` built with ``pgo.ops``
+    y: the targets, as the loss takes them (``pyggml_opt.nn.losses``, where each loss is defined): class
+       ids (n,) or one-hot/probability rows (n, n_out) for cross-entropy (the default), token ids (n, T)
+       for sequence outputs; float rows (n, n_out) for mse, mae, huber, and in [0, 1] for
+       binary_cross_entropy (on logits, as PyTorch's BCEWithLogitsLoss); ignored for mean and sum (the
+       model output is the loss). The losses are PyTorch's, each a mean over samples.
+    loss: a loss name, a ``pgo.Loss`` object (a class of your own registered with ``pgo.register_loss``),
+       or a loss function ``fn(outputs, labels) -> Tensor`` built with ``pgo.ops``
        from the outputs (n, *output_shape) and the label rows (n, k) of ``y`` (float rows; a column
        (n,) becomes (n, 1)), returning per-sample losses (n,) or (n, 1), or a scalar (the batch's
        mean: then no sample_weight). It is tried on a graph before training (an error, a result that is
@@ -226,8 +222,8 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
     metrics: metric names or ``pgo.Metric`` objects (``training/metrics.py``): "accuracy",
        "top_k_accuracy" (``pgo.TopKAccuracy(k)`` for another k), "mae", "mse"; History then has
        each name and "val_" + name, with their "_unc" uncertainties. Default: the accuracy (NaN
-       unless the loss is cross_entropy or binary_cross_entropy). A metric that does not fit the loss
-       (top_k_accuracy for mse, mae for cross_entropy) is a ValueError. Training values come from the
+       unless the loss is on classes or binary labels). A metric that does not fit the loss
+       (top_k_accuracy for mse, mae for cross-entropy) is a ValueError. Training values come from the
        outputs of the epoch's training steps (before each step's update), validation values from
        forward passes after the epoch; metrics other than the accuracy make fit end the training graph
        with its own loss (as sample_weight does) to read those outputs. Metrics are unweighted.
@@ -264,56 +260,32 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
     Returns a History (also stored as ``model.history``).
     """
     check_network(model)
-    loss = check_loss(loss)
+    resolved = get_loss(loss)
     epochs = check_int("epochs", epochs, 0)
     batch_size, physical = check_batch_sizes(batch_size, physical_batch_size)
     verbose = check_verbose(verbose)
     validation_split = check_validation_split(validation_split, validation_data)
-    run = check_shuffle(shuffle, batch_size)
-    seed = check_seed(seed)
+    batching = Batching(epochs, batch_size, physical, check_shuffle(shuffle, batch_size), check_seed(seed),
+                        check_choice("gather", gather, ("auto", "graph", "host")), max_epoch_steps())
     opt = get_optimizer(optimizer)
     callback_list = CallbackList(callbacks, model, None)  # the loop becomes their trainer
-    gather = check_choice("gather", gather, ("auto", "graph", "host"))
-    max_steps = max_epoch_steps()
     if resume_from is not None and optimizer_state is not None:
         raise ValueError("give resume_from or optimizer_state, not both")
     if optimizer_state is not None and not isinstance(optimizer_state, OptimizerState):
         raise TypeError(f"optimizer_state must be a model's optimizer_state, got {type(optimizer_state).__name__}")
 
     x = check_x(model, x)  # all of it: the shape too if built, else the build below takes x's shape
-    model.ensure_built(x.shape[1:], seed)
-    n = x.shape[0]
+    model.ensure_built(x.shape[1:], batching.seed)
     checkpoint = load_checkpoint(resume_from, model) if resume_from is not None else None
-    if checkpoint is not None and checkpoint.loss.startswith(CUSTOM_LOSS) and not callable(loss):
-        raise ValueError(f"{resume_from!s} was trained with the loss function {checkpoint.loss[len(CUSTOM_LOSS):]!r}, "
-                         "which a checkpoint cannot hold: pass it again as loss=")
-    t = targets(model, y, n, loss)
-    assert model.output_shape is not None  # built above
-    batch_means = check_custom_loss(loss, model.output_shape, t)
-    bound = get_metrics(metrics, loss, model.output_shape, None if t is None else t.shape[1:])
     if checkpoint is not None:
-        check_resumed_metrics(checkpoint.history, bound)
-    weights = sample_weights(sample_weight, class_weight, t, n, loss)
-    if len(model.output_shape) == 2 and class_weight is not None:
-        raise ValueError("class_weight is for models with one class per sample, not sequence outputs")
-    if batch_means and weights is not None:
-        raise ValueError("sample_weight needs a loss function that returns per-sample losses (n,) or (n, 1); "
-                         "this one returns a scalar")
-    if weights is None and (callable(loss) or loss in OWN_LOSSES or len(model.output_shape) == 2
-                            or not counted_by_ggml_opt(bound)):
-        weights = np.ones(n)  # fit's own loss graph reads a weight column
-    n_train = n - int(n * validation_split)
-    if n_train < 1:
-        raise ValueError(f"validation_split={validation_split} leaves no training samples out of {n}")
-    batch_size, physical = clamp_batch_sizes(batch_size, physical, n_train)
-    if n_train < n:
-        validation = (x[n_train:], t[n_train:] if t is not None else None)
-    elif validation_data is not None:
-        validation = check_validation_data(model, validation_data, loss)
-        if callable(loss) and validation[1] is not None and t is not None and validation[1].shape[1] != t.shape[1]:
-            raise ValueError(f"validation_data[1] has label rows of width {validation[1].shape[1]}, y of {t.shape[1]}")
-    else:
-        validation = None
+        function_name = function_entry_name(checkpoint.loss)
+        if function_name is not None and function_entry_name(resolved.entry) is None:
+            raise ValueError(f"{resume_from!s} was trained with the loss function {function_name!r}, which a "
+                             "checkpoint cannot hold: pass it again as loss=")
+    plan = plan_fit(model, x, y, resolved, metrics, (sample_weight, class_weight), batching,
+                    (validation_split, validation_data))
+    if checkpoint is not None:
+        check_resumed_metrics(checkpoint.history, plan.metrics)
 
     with exclusive_use(model):
         model.check_not_busy("fit")  # fit from one of this fit's callbacks (the lock is re-entrant)
@@ -321,12 +293,8 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
         model.busy = "fit is running"
         train = None
         try:
-            train = TrainingSession.create(model, session, x[:n_train], t[:n_train] if t is not None else None,
-                                           loss, opt, batch_size, physical, gather,
-                                           weights[:n_train] if weights is not None else None)
-            loop = FitLoop(model, train, opt, epochs=epochs, batch_size=batch_size, physical=physical, run=run,
-                           seed=seed, validation=validation, loss=loss, callbacks=callback_list, verbose=verbose,
-                           metrics=bound, batch_means=batch_means, max_steps=max_steps)
+            train = TrainingSession.create(model, session, plan, opt)
+            loop = FitLoop(model, train, plan, opt, callback_list, verbose)
             if checkpoint is not None:
                 loop.resume(checkpoint)
             elif optimizer_state is not None:

@@ -16,7 +16,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from ..checks import check_int
-from .losses import Loss
+from ..nn.losses import Loss, losses_where
 
 # names a metric cannot take: the other entries of fit's logs, and the prefix / suffix they add
 _RESERVED = ("loss", "time", "lr")
@@ -37,9 +37,9 @@ class Metric:
         check_metric_name(self.name)
 
     def bind(self, loss: Loss, output_shape: tuple[int, ...], target_shape: tuple[int, ...]) -> Metric:
-        """The metric that ``fit`` / ``evaluate`` computes for ``loss`` (a name or a loss function),
-        outputs of ``output_shape`` and targets of ``target_shape`` per sample; ValueError when it does
-        not fit them."""
+        """The metric that ``fit`` / ``evaluate`` computes for ``loss`` (a ``pyggml_opt.Loss``: what its
+        targets are, ``n_classes``, ``binary``, ``compares_values``), outputs of ``output_shape`` and
+        targets of ``target_shape`` per sample; ValueError when it does not fit them."""
         return self
 
     def values(self, outputs: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -63,17 +63,12 @@ def check_metric_name(name: object) -> str:
 def _classes(metric: Metric, loss: Loss, output_shape: tuple[int, ...], target_shape: tuple[int, ...]) -> int:
     """The number of classes for a metric that compares the largest outputs with the target class (the
     largest entry of a one-hot or probability row, or a token id); ValueError for losses without classes."""
-    if loss == "cross_entropy":
-        return output_shape[-1]
-    if callable(loss) and len(output_shape) == 1 and target_shape == output_shape:
-        return output_shape[0]   # a loss function on rows of class scores against class rows
-    raise ValueError(f"metric {metric.name!r} needs classes: loss 'cross_entropy', or a loss function with label "
-                     f"rows of the outputs' shape {output_shape}; got loss {_loss_name(loss)!r} with targets of "
-                     f"shape {target_shape}")
-
-
-def _loss_name(loss: Loss) -> str:
-    return loss if isinstance(loss, str) else "a loss function"
+    n_classes = loss.n_classes(output_shape, target_shape)
+    if n_classes is None:
+        raise ValueError(f"metric {metric.name!r} needs classes: loss {losses_where('classes')}, or a loss function "
+                         f"with label rows of the outputs' shape {output_shape}; got loss {loss.label!r} with targets "
+                         f"of shape {target_shape}")
+    return n_classes
 
 
 class Accuracy(Metric):
@@ -85,7 +80,7 @@ class Accuracy(Metric):
     _binary = False
 
     def bind(self, loss: Loss, output_shape: tuple[int, ...], target_shape: tuple[int, ...]) -> Metric:
-        if loss == "binary_cross_entropy":
+        if loss.binary:
             bound = copy.copy(self)
             bound._binary = True
             return bound
@@ -129,11 +124,11 @@ class _Regression(Metric):
     """A per-sample mean over the outputs of an element-wise error, for outputs and targets of one shape."""
 
     def bind(self, loss: Loss, output_shape: tuple[int, ...], target_shape: tuple[int, ...]) -> Metric:
-        if loss in ("mse", "mae", "huber") or (callable(loss) and target_shape == output_shape):
+        if loss.compares_values(output_shape, target_shape):
             return self
-        raise ValueError(f"metric {self.name!r} compares outputs with targets of their shape: it needs loss "
-                         f"'mse', 'mae', 'huber' or a loss function with label rows of the outputs' shape "
-                         f"{output_shape}; got loss {_loss_name(loss)!r} with targets of shape {target_shape}")
+        raise ValueError(f"metric {self.name!r} compares outputs with targets of their shape: it needs a loss on "
+                         f"values such as 'mse' or a loss function with label rows of the outputs' shape "
+                         f"{output_shape}; got loss {loss.label!r} with targets of shape {target_shape}")
 
     def error(self, diff: np.ndarray) -> np.ndarray:
         """The element-wise error of ``diff`` = outputs - targets."""
@@ -183,7 +178,7 @@ def get_metrics(metrics: Metrics, loss: Loss, output_shape: tuple[int, ...],
     targets. None gives the default: the accuracy, NaN for losses without classes (as ggml-opt reports
     it)."""
     if metrics is None:
-        if loss in ("cross_entropy", "binary_cross_entropy"):
+        if loss.classes or loss.binary:
             assert target_shape is not None  # these losses have targets
             return [Accuracy().bind(loss, output_shape, target_shape)]
         return [Unavailable()]
@@ -199,7 +194,7 @@ def get_metrics(metrics: Metrics, loss: Loss, output_shape: tuple[int, ...],
         elif not isinstance(m, Metric):
             raise TypeError(f"metrics must be metric names or Metric objects, got {type(m).__name__}")
         if target_shape is None:
-            raise ValueError(f"metric {m.name!r} compares outputs with targets; loss {_loss_name(loss)!r} takes none")
+            raise ValueError(f"metric {m.name!r} compares outputs with targets; loss {loss.label!r} takes none")
         m = m.bind(loss, output_shape, target_shape)
         check_metric_name(m.name)   # also of a subclass that set it without Metric.__init__
         bound.append(m)

@@ -9,14 +9,16 @@ from typing import Protocol
 import numpy as np
 
 from .._lib import CData, c_str, ffi, lib
-from ..core import ArrayBuffer, OptContext, Result, Scheduler, find_device
+from ..core import ArrayBuffer, OptContext, OptLoss, Result, Scheduler, find_device
 from ..core import tensor_data
 from ..nn import Network, ParamStore, StaticGraph, Tensor, check_backward
+from ..nn.losses import Loss
 from ..saving import OptimizerState
 from .batching import BatchWriter
 from .forward_cache import ForwardCache
-from .losses import Loss, LossFn, weighted_loss
+from .loss_graph import weighted_loss
 from .optimizers import Optimizer
+from .plan import FitPlan
 
 SESSION = "session"  # the key of a network's Session among its attachments
 
@@ -25,7 +27,7 @@ class CachedInference(Protocol):
     """What a session keeps for predict / evaluate (``inference.Inference``, which imports this module)."""
 
     def run(self, network: Network, store: ParamStore, xb: np.ndarray, yb: np.ndarray | None = None,
-            loss: LossFn | None = None) -> tuple[np.ndarray, np.ndarray | None]: ...
+            loss: Loss | None = None) -> tuple[np.ndarray, np.ndarray | None]: ...
     def close(self) -> None: ...
 
 
@@ -111,61 +113,50 @@ class TrainingSession:
     x_writer: BatchWriter
     y_writer: BatchWriter | None
     gathers_in_graph: bool   # the graph's input is row numbers, gathered by GET_ROWS
-    weighted: bool = False   # the label rows end with the sample's weight; the loss is fit's own (losses.py)
+    own_loss_graph: bool     # the label rows end with the sample's weight; the loss is fit's own (loss_graph.py)
     # the graph's step inputs (dropout masks), filled anew for every physical batch
     step_writers: dict[str, BatchWriter] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, network: Network, session: Session, x: np.ndarray, targets: np.ndarray | None, loss: Loss,
-               optimizer: Optimizer, batch_size: int, physical: int, gather: str = "auto",
-               weights: np.ndarray | None = None) -> "TrainingSession":
-        """Build the training graph and the ggml-opt context for ``physical`` samples per evaluation
-        over the samples ``x``, read in place where they are C-contiguous with the input's dtype (else
-        copied once, as rows). ``gather``: "graph", "host" or "auto" (see ``fit``). ``weights``: one
-        per sample, for a weighted loss."""
+    def create(cls, network: Network, session: Session, plan: FitPlan, optimizer: Optimizer) -> "TrainingSession":
+        """Build the training graph and the ggml-opt context for ``plan``'s physical batch over its
+        training samples, read in place where they are C-contiguous with the input's dtype (else copied
+        once, as rows)."""
         assert network.input_shape is not None and network.output_shape is not None  # built by fit
-        n, ne_x = x.shape[0], int(np.prod(network.input_shape))
-        x = np.ascontiguousarray(x.reshape(n, ne_x), dtype=network.input_dtype)
-        # a label row: the targets (one per output, or a token id per step for sequence outputs)
-        n_out = targets.shape[1] if targets is not None else network.output_shape[0]
-        weighted = weights is not None
-        width = n_out + weighted
-        label_rows = targets
-        if weighted:  # the weight rides in the label rows' last column
-            assert targets is not None  # weights come with targets
-            label_rows = np.empty((n, width), np.float32)
-            label_rows[:, :n_out] = targets
-            label_rows[:, n_out] = weights
+        n, ne_x = plan.x.shape[0], int(np.prod(network.input_shape))
+        x = np.ascontiguousarray(plan.x.reshape(n, ne_x), dtype=network.input_dtype)
+        label_rows, width = plan.label_rows()
         main = session.scheduler.main
+        gather, physical = plan.batching.gather, plan.batching.physical
         if gather == "graph" and not main.is_cpu:
             raise ValueError(f"gather='graph' needs the CPU backend (the graph reads the samples' host memory), "
                              f"got {main.device_name}")
         in_graph = gather != "host" and main.is_cpu and n < 2**31  # row numbers are int32
         rows = ArrayBuffer(x) if in_graph else None
         store = network.params_on(main)
-        # sequence outputs (T, V): token ids become one-hot rows in the graph, through this table
-        one_hot = {"one_hot": np.eye(network.output_shape[1], dtype=np.float32)} \
-            if weighted and len(network.output_shape) == 2 and loss == "cross_entropy" else None
+        own = plan.own_loss_graph
         graph = StaticGraph(network, store, physical, rows_of=rows.tensor if rows is not None else None,
-                             labels_width=width if weighted else None, training=True, constants=one_hot)
+                            labels_width=width if own else None, training=True,
+                            constants=plan.loss.graph_constants(network.output_shape) if own else None)
         outputs = graph.outputs
-        if weighted:
+        if own:
             assert graph.labels is not None  # made for labels_width
-            outputs = weighted_loss(graph.out, graph.labels, loss, graph.constants.get("one_hot")).ptr
+            outputs = weighted_loss(graph.out, graph.labels, plan.loss, graph.constants).ptr
         check_backward(outputs)
         scheduler = Scheduler(session.scheduler.backends)
-        opt_ctx = OptContext(scheduler, loss if isinstance(loss, str) and not weighted else "sum", optimizer,
-                             static=(graph.ctx_compute, graph.inputs, outputs),
-                             opt_period=batch_size // physical, keep_alive=(graph, rows),
+        opt_loss = OptLoss.SUM if own else plan.loss.opt_loss
+        assert opt_loss is not None  # a loss without ggml-opt's type takes fit's own loss graph (plan_fit)
+        opt_ctx = OptContext(scheduler, opt_loss, optimizer, static=(graph.ctx_compute, graph.inputs, outputs),
+                             opt_period=plan.batching.batch_size // physical, keep_alive=(graph, rows),
                              side_effects=graph.side_effects)
-        if weighted:
+        if own:
             assert graph.labels is not None  # made for labels_width
             labels = graph.labels.ptr
         else:
-            labels = opt_ctx.labels if targets is not None else None
+            labels = opt_ctx.labels if plan.targets is not None else None
         return cls(x, label_rows, rows, graph, scheduler, opt_ctx, Result(),
                    BatchWriter(graph.inputs, (physical,) if in_graph else (physical, ne_x)),
-                   BatchWriter(labels, (physical, width)) if labels is not None else None, in_graph, weighted,
+                   BatchWriter(labels, (physical, width)) if labels is not None else None, in_graph, own,
                    {key: BatchWriter(t.ptr, t.shape) for key, t in graph.step_inputs.items()})
 
     def read_state(self, optimizer: Optimizer, copy: bool = True) -> OptimizerState:

@@ -1,6 +1,6 @@
-"""The checks of fit / evaluate / predict arguments: data (shapes, dtypes, finite values, class
-ids), losses, shuffling, validation. Each raises ValueError / TypeError naming the argument, before
-anything reaches ggml."""
+"""The arguments of fit / evaluate / predict checked: samples (shapes, dtypes, finite values), targets
+(by the loss's own rules, ``nn.losses``), sample weights, shuffling, batch sizes, validation. Each raises
+ValueError / TypeError naming the argument, before anything reaches ggml."""
 from __future__ import annotations
 
 import math
@@ -9,10 +9,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..checks import check_int, check_number
-from ..core import LOSS_TYPES, loss_type
 from ..nn import MAX_SAMPLE_AXES, Network
-from ..saving.model_file import CUSTOM_LOSS
-from .losses import OWN_LOSSES, WEIGHTED_LOSSES, Loss
+from ..nn.losses import Loss, losses_where
 
 
 _CHECK_BLOCK = 1 << 18   # elements per block of check_x's scans (1 MB as float32)
@@ -70,98 +68,29 @@ def check_x(model: Network, x: ArrayLike, name: str = "x") -> np.ndarray:
     return arr
 
 
-def check_loss(loss: Loss) -> Loss:
-    """A loss name, ggml-opt's (cross_entropy, mse, mean, sum) or one of fit's own (``OWN_LOSSES``), or a
-    loss function ``fn(outputs, labels) -> Tensor`` (``losses.py``)."""
-    if callable(loss) or (isinstance(loss, str) and loss in OWN_LOSSES):
-        return loss
-    if isinstance(loss, str) and loss.startswith(CUSTOM_LOSS):
-        raise ValueError(f"this model was trained with the loss function {loss[len(CUSTOM_LOSS):]!r}, which a model "
-                         "file cannot hold: pass it again as loss=")
-    try:
-        loss_type(loss)
-    except ValueError:
-        raise ValueError(f"unknown loss {loss!r}; expected one of {sorted([*LOSS_TYPES, *OWN_LOSSES])} or a loss "
-                         "function fn(outputs, labels) -> Tensor") from None
-    return loss
-
-
 def targets(model: Network, y: ArrayLike | None, n: int, loss: Loss, name: str = "y") -> np.ndarray | None:
-    """Targets as float32 rows (n, n_out); None for the 'mean' and 'sum' losses (no labels). For a
-    model with sequence outputs (T, V): token ids (n, T) in [0, V), as float32 (exact below 2^24). For a
-    loss function: float rows (n, k) of any width k (a column (n,) as (n, 1))."""
+    """Targets as float32 rows, as ``loss`` takes them (``Loss.targets``): None for a loss without
+    targets; class ids become one-hot rows, token ids of sequence outputs stay ids (as float32, exact
+    below 2^24)."""
     assert model.output_shape is not None  # built by the caller
-    n_out = model.output_shape[0]
-    if loss in ("mean", "sum"):
+    if not loss.has_targets:
         return None
     arr = as_number_array(name, y)
     if arr.ndim == 0 or arr.shape[0] != n:
         raise ValueError(f"x and {name} have different lengths: {n} and {arr.shape[0] if arr.ndim else 'a scalar'}")
-    if callable(loss):
-        rows = arr.reshape(n, 1) if arr.ndim == 1 else arr
-        if rows.ndim != 2 or rows.shape[1] == 0:
-            raise ValueError(f"{name} must hold float label rows (n, k) for a loss function, got shape {arr.shape}")
-        return finite_float32(rows, name)
-    if len(model.output_shape) == 2:
-        return token_targets(arr, model.output_shape, loss, name)
-    if loss == "cross_entropy" and arr.ndim == 1:
-        if arr.dtype.kind == "f":
-            if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
-                raise ValueError(f"{name}: class ids must be integers")
-        ids = arr.astype(np.int64)
-        if ids.min() < 0 or ids.max() >= n_out:
-            raise ValueError(f"{name}: class ids must be in [0, {n_out}) for a model with {n_out} outputs, "
-                             f"got range [{ids.min()}, {ids.max()}]")
-        onehot = np.zeros((n, n_out), np.float32)
-        onehot[np.arange(n), ids] = 1.0
-        return onehot
-    if arr.ndim == 1 and n_out == 1:
-        arr = arr.reshape(n, 1)
-    if arr.shape != (n, n_out):
-        raise ValueError(f"{name} must have shape ({n}, {n_out}) for a model with {n_out} outputs"
-                         f"{' (or class ids of shape (n,))' if loss == 'cross_entropy' else ''}, got {arr.shape}")
-    arr = finite_float32(arr, name)
-    if loss == "cross_entropy" and ((arr < 0).any() or not np.allclose(arr.sum(axis=1), 1.0, atol=1e-3)):
-        raise ValueError(f"{name}: cross_entropy targets must be one-hot or probability rows (>= 0, summing to 1)")
-    if loss == "binary_cross_entropy" and ((arr < 0).any() or (arr > 1).any()):
-        raise ValueError(f"{name}: binary_cross_entropy targets must be in [0, 1] (labels 0 / 1 or probabilities)")
-    return arr
-
-
-def finite_float32(arr: np.ndarray, name: str) -> np.ndarray:
-    """Targets as float32, refusing NaN and inf (also where float32 overflows)."""
-    out = arr.astype(np.float32, copy=False)
-    if not np.isfinite(out).all():
-        raise ValueError(f"{name} contains NaN or inf")
-    return out
-
-
-def token_targets(arr: np.ndarray, output_shape: tuple[int, ...], loss: str, name: str) -> np.ndarray:
-    """Token ids (n, T) for a model whose outputs are (T, V) logits per sample."""
-    steps, vocab = output_shape
-    if loss != "cross_entropy":
-        raise ValueError(f"a model with sequence outputs {output_shape} trains with loss='cross_entropy' on "
-                         f"token ids, got {loss!r}")
-    if arr.shape[1:] != (steps,):
-        raise ValueError(f"{name} must hold token ids of shape (n, {steps}) for outputs of shape {output_shape}, "
-                         f"got {arr.shape}")
-    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or (arr != np.round(arr)).any()):
-        raise ValueError(f"{name}: token ids must be integers")
-    if arr.size and (arr.min() < 0 or arr.max() >= vocab):
-        raise ValueError(f"{name}: token ids must be in [0, {vocab}), got range [{arr.min()}, {arr.max()}]")
-    return arr.astype(np.float32)
+    return loss.targets(arr, n, model.output_shape, name)
 
 
 def sample_weights(sample_weight: ArrayLike | None, class_weight: dict | None, t: np.ndarray | None,
                    n: int, loss: Loss) -> np.ndarray | None:
     """Per-sample weights (n,) as float64 from fit's ``sample_weight`` (n,) numbers >= 0 and
-    ``class_weight`` ({class id: weight}, classes not named weigh 1; cross_entropy only); None when
+    ``class_weight`` ({class id: weight}, classes not named weigh 1; losses on classes only); None when
     neither is given."""
     if sample_weight is None and class_weight is None:
         return None
-    if not callable(loss) and loss not in WEIGHTED_LOSSES:
-        raise ValueError(f"sample_weight and class_weight need one of the losses {list(WEIGHTED_LOSSES)}, "
-                         f"got {loss!r}")
+    if not loss.weighted:
+        raise ValueError(f"sample_weight and class_weight need one of the losses {losses_where('weighted')} or a "
+                         f"loss function, got {loss.label!r}")
     w = np.ones(n)
     if sample_weight is not None:
         sw = as_number_array("sample_weight", sample_weight)
@@ -171,11 +100,11 @@ def sample_weights(sample_weight: ArrayLike | None, class_weight: dict | None, t
             raise ValueError("sample_weight must be finite and >= 0")
         w *= sw
     if class_weight is not None:
-        if loss != "cross_entropy":
-            raise ValueError("class_weight needs loss='cross_entropy'")
+        if not loss.classes:
+            raise ValueError(f"class_weight needs loss={losses_where('classes')} (a loss on classes), got {loss.label!r}")
         if not isinstance(class_weight, dict):
             raise TypeError(f"class_weight must be a dict {{class id: weight}}, got {type(class_weight).__name__}")
-        assert t is not None  # cross_entropy has targets
+        assert t is not None  # a loss on classes has targets
         n_out = t.shape[1]
         table = np.ones(n_out)
         for c, cw in class_weight.items():
