@@ -30,7 +30,9 @@ def run_child(tmp_path, obj) -> dict:
     """Unpickle ``obj`` in a fresh interpreter, train it one more epoch there and bring back the result."""
     (tmp_path / "in.pkl").write_bytes(pickle.dumps(obj))
     (tmp_path / "child.py").write_text(CHILD)
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(__file__)}
+    # the package the tests import (an installed one, or a source tree on PYTHONPATH), and support.py
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.path.dirname(__file__),
+                                                                      os.environ.get("PYTHONPATH")]))}
     subprocess.run([sys.executable, str(tmp_path / "child.py"), str(tmp_path / "in.pkl"), str(tmp_path / "out.pkl")],
                    check=True, timeout=120, env=env)
     return pickle.loads((tmp_path / "out.pkl").read_bytes())
@@ -67,6 +69,30 @@ def test_continuing_the_optimizer_state_equals_one_longer_fit():
     fresh.fit(X, Y, epochs=2, batch_size=8, shuffle=False, **FAST)
     fresh.fit(X, Y, epochs=2, batch_size=8, shuffle=False, **FAST)  # without it: a new optimizer
     assert not same_weights(a.get_weights(), fresh.get_weights())
+
+
+def test_a_second_fit_with_the_same_optimizer_starts_a_fresh_state_schedule_included():
+    """One optimizer object, two fits: each starts at step 0 of its schedule with fresh moments (as a
+    new object would), unless it is given the first's optimizer_state, which continues both."""
+    steps = []
+
+    def lr(step):
+        steps.append(step)
+        return 1e-2 / (1 + step)
+
+    opt = pgo.AdamW(lr=lr)
+    kw = dict(epochs=2, batch_size=8, shuffle=False, **FAST)
+    a, b = mlp(), mlp()
+    a.fit(X, Y, optimizer=opt, **kw)
+    a.fit(X, Y, optimizer=opt, **kw)
+    assert steps == [*range(8), *range(8)]   # 32 samples, batches of 8, 2 epochs: steps 0-7 twice
+    assert a.optimizer_state.iter == 1 + 8
+    b.fit(X, Y, optimizer=pgo.AdamW(lr=lambda step: 1e-2 / (1 + step)), **kw)
+    b.fit(X, Y, optimizer=pgo.AdamW(lr=lambda step: 1e-2 / (1 + step)), **kw)
+    assert same_weights(a.get_weights(), b.get_weights())   # the same object did what two new ones do
+    steps.clear()
+    a.fit(X, Y, optimizer=opt, optimizer_state=a.optimizer_state, **kw)
+    assert steps == list(range(8, 16)) and a.optimizer_state.iter == 1 + 16
 
 
 def test_copies_own_their_optimizer_state():

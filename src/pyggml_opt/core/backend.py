@@ -52,6 +52,11 @@ _BUILD_OPTIONS = {"cuda": [_CUDA], "metal": [_METAL], "gpu": [_CUDA, _METAL], "b
                   "rpc": [("GGML_RPC=ON", "")]}
 
 
+def device_name(name: str) -> str:
+    """ggml's name of the device a backend name (``find_device``) stands for: "CPU", "CUDA0" ..."""
+    return c_str(lib.ggml_backend_dev_name(find_device(name)))
+
+
 def find_device(name: str) -> CData:
     """The ggml device for a backend name, case-insensitive.
 

@@ -3,11 +3,15 @@ from __future__ import annotations
 
 import enum
 import threading
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Iterable, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
+
+import numpy as np
 
 from .._lib import CData, ffi, lib
 from ..checks import check_int
+from . import tensor_data
 from .context import Context
 from .handle import Handle
 from .result import Result
@@ -37,13 +41,64 @@ def build_context(graph_size: int, backward: bool, forward_graph: bool) -> Conte
     return Context(n_tensors, graph_size=graph_size, grads=True, n_graphs=n_graphs)
 
 
+class OptOptimizer(enum.IntEnum):
+    """ggml-opt's optimizers (``enum ggml_opt_optimizer_type``)."""
+
+    ADAMW = lib.GGML_OPT_OPTIMIZER_TYPE_ADAMW
+    SGD = lib.GGML_OPT_OPTIMIZER_TYPE_SGD
+
+
+def adamw_params(alpha: float, beta1: float, beta2: float, eps: float, wd: float) -> CData:
+    """``struct ggml_opt_optimizer_params`` for an AdamW step (by value, as ggml-opt's callback returns it)."""
+    p = ffi.new("struct ggml_opt_optimizer_params *")
+    p.adamw.alpha, p.adamw.beta1, p.adamw.beta2, p.adamw.eps, p.adamw.wd = alpha, beta1, beta2, eps, wd
+    return p[0]
+
+
+def sgd_params(alpha: float, wd: float) -> CData:
+    """``struct ggml_opt_optimizer_params`` for an SGD step (by value)."""
+    p = ffi.new("struct ggml_opt_optimizer_params *")
+    p.sgd.alpha, p.sgd.wd = alpha, wd
+    return p[0]
+
+
+@dataclass
+class OptimizerState:
+    """What ggml-opt holds between optimizer steps: its iteration (1 + the steps taken: AdamW's bias
+    correction, and the learning-rate schedule's clock) and AdamW's moments by parameter name (read and
+    written through ``OptContext``; vendor/patches/0002 adds the accessors). ``optimizer``: the name of
+    the optimizer it belongs to ("adamw", "sgd")."""
+
+    optimizer: str
+    iter: int
+    m: dict[str, np.ndarray] = field(default_factory=dict)
+    v: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def step(self) -> int:
+        """Optimizer steps taken: the step a learning-rate schedule is at."""
+        return self.iter - 1
+
+    def check_fits(self, optimizer: str) -> None:
+        """ValueError unless this state can continue training with ``optimizer`` (its name)."""
+        if self.optimizer != optimizer:
+            raise ValueError(f"the checkpoint was trained with {self.optimizer!r}, this fit uses {optimizer!r}")
+        if self.iter < 1:
+            raise ValueError(f"corrupt checkpoint: optimizer iteration {self.iter}")
+
+
+# A parameter as the optimizer state names it: the tensor and its numpy-order shape.
+NamedParams = Mapping[str, tuple[CData, tuple[int, ...]]]
+
+
 class OptimizerCallbacks(Protocol):
     """What an ``OptContext`` asks of its optimizer (``training.optimizers.Optimizer``)."""
 
-    type: int  # ggml_opt_optimizer_type
+    type: OptOptimizer
+    name: str  # the name an OptimizerState records
     global_clipnorm: float | None  # ggml_opt_params.grad_clip_norm (None: no clipping)
 
-    def c_params(self) -> CData: ...
+    def c_params(self, step: int) -> CData: ...
     def fallback_params(self) -> CData: ...
     def record_error(self, exc: BaseException) -> None: ...
     def raise_pending(self) -> None: ...
@@ -64,6 +119,20 @@ def _on_params_error(exc_type: type[BaseException],  # noqa: ARG001 - cffi's one
         return None  # the `error` value below: ggml's defaults, which pass its checks
     opt.record_error(exc_value)
     return opt.fallback_params()
+
+
+class _StepParams:
+    """The userdata of ggml-opt's optimizer callback: the optimizer, asked for the parameters of the
+    step the context is at (its iteration - 1: the clock of the learning-rate schedule is ggml-opt's
+    own, so moments and schedule never disagree). Holds the context's pointer, not the context (no
+    reference cycle through the handle)."""
+
+    def __init__(self, optimizer: OptimizerCallbacks) -> None:
+        self.optimizer = optimizer
+        self.ctx: CData = ffi.NULL  # set once ggml_opt_init returns; the callback runs only in its evaluations
+
+    def c_params(self) -> CData:
+        return self.optimizer.c_params(int(lib.ggml_opt_get_iter(self.ctx)) - 1)
 
 
 @ffi.def_extern(error=lib.ggml_opt_get_default_optimizer_params(ffi.NULL), onerror=_on_params_error)
@@ -123,14 +192,17 @@ class OptContext(Handle):
         params.opt_period = opt_period
         params.build_type = lib.GGML_OPT_BUILD_TYPE_FORWARD if forward_only else lib.GGML_OPT_BUILD_TYPE_OPT
         self._userdata: CData | None = None
+        step_params = _StepParams(optimizer) if optimizer is not None else None
         if optimizer is not None:
-            self._userdata = ffi.new_handle(optimizer)
+            self._userdata = ffi.new_handle(step_params)
             params.optimizer = optimizer.type
             params.get_opt_pars = lib.pyggml_get_optimizer_params
             params.get_opt_pars_ud = self._userdata
             params.grad_clip_norm = optimizer.global_clipnorm or 0.0
         super().__init__(lib.ggml_opt_init(params), lib.ggml_opt_free,
-                         scheduler, ctx_compute, self._built, self._userdata, optimizer, *keep_alive)
+                         scheduler, ctx_compute, self._built, self._userdata, step_params, optimizer, *keep_alive)
+        if step_params is not None:
+            step_params.ctx = self.ptr
         self.scheduler, self.optimizer = scheduler, optimizer
         self.static = static is not None
         self.forward_only = forward_only
@@ -181,6 +253,49 @@ class OptContext(Handle):
         check_status(status)
 
     @property
+    def iteration(self) -> int:
+        """ggml-opt's optimizer iteration: 1 + the optimizer steps taken (1 in a fresh context)."""
+        return int(lib.ggml_opt_get_iter(self.ptr))
+
+    def moments(self, param: CData) -> tuple[CData, CData] | None:
+        """AdamW's first and second moments of parameter ``param``; None without them (SGD, forward only)."""
+        m, v = lib.ggml_opt_grad_m(self.ptr, param), lib.ggml_opt_grad_v(self.ptr, param)
+        return None if m == ffi.NULL or v == ffi.NULL else (m, v)
+
+    def read_state(self, params: NamedParams, copy: bool = True) -> OptimizerState:
+        """The optimizer state between steps, its moments named by ``params``. ``copy=False``: the moments as read-only
+        views of ggml-opt's memory where that is the host's, valid until the next training step (for
+        writing them out at once: a checkpoint then adds no copy of twice the parameters to fit's memory)."""
+        assert self.optimizer is not None  # a training context
+        state = OptimizerState(self.optimizer.name, self.iteration)
+        for name, (t, shape) in params.items():
+            moments = self.moments(t)
+            if moments is not None:
+                state.m[name], state.v[name] = (_moment(moment, shape, copy) for moment in moments)
+        return state
+
+    def write_state(self, state: OptimizerState, params: NamedParams) -> None:
+        """Put ``state`` into this context before its first step (ValueError, changing nothing, for a
+        state of another optimizer or other parameters)."""
+        assert self.optimizer is not None  # a training context
+        state.check_fits(self.optimizer.name)
+        pairs = []
+        for name, (t, shape) in params.items():
+            moments = self.moments(t)
+            if moments is None:
+                continue
+            if name not in state.m or name not in state.v:
+                raise ValueError(f"the checkpoint has no AdamW moments for parameter {name!r}")
+            for value in (state.m[name], state.v[name]):
+                if np.shape(value) != shape:
+                    raise ValueError(f"the optimizer state's moments of {name!r} have shape {np.shape(value)}, "
+                                     f"the parameter {shape}")
+            pairs += [(moments[0], state.m[name]), (moments[1], state.v[name])]
+        for t, value in pairs:
+            tensor_data.set(t, value)
+        lib.ggml_opt_set_iter(self.ptr, state.iter)
+
+    @property
     def labels(self) -> CData:
         """The labels tensor (cross-entropy and mse losses), else NULL."""
         return lib.ggml_opt_labels(self.ptr)
@@ -188,3 +303,12 @@ class OptContext(Handle):
     def close(self) -> None:
         super().close()
         self._prepared = None
+
+
+def _moment(t: CData, shape: tuple[int, ...], copy: bool) -> np.ndarray:
+    """An optimizer tensor as numpy: a copy, or without ``copy`` a read-only view of host memory."""
+    view = None if copy else tensor_data.host_view(t, shape)
+    if view is None:
+        return tensor_data.get(t, len(shape))
+    view.flags.writeable = False
+    return view

@@ -76,6 +76,11 @@ def set(t: CData, value: np.ndarray) -> None:  # noqa: A001 - mirrors ggml_backe
     lib.ggml_backend_tensor_set(t, ffi.from_buffer(arr), 0, arr.nbytes)
 
 
+def location(t: CData) -> tuple[int, int]:
+    """Where tensor ``t``'s memory is: its data and buffer pointers, which an allocation may change."""
+    return int(ffi.cast("uintptr_t", t.data)), int(ffi.cast("uintptr_t", t.buffer))
+
+
 def host_view(t: CData, shape: tuple[int, ...]) -> np.ndarray | None:
     """A writable numpy view of tensor ``t``'s memory when it lives in host memory (CPU buffers),
     shaped ``shape``; None where it does not (a GPU buffer, or not allocated yet).

@@ -3,13 +3,15 @@
 A checkpoint is a model GGUF file (``model_file.py``, loadable with ``pgo.load``) with, in addition:
   - ``pyggml_opt.checkpoint.epoch``: epochs completed;
   - ``pyggml_opt.checkpoint.optimizer``: "adamw" or "sgd"; ``.iter``: ggml-opt's optimizer iteration
-    (1 + steps taken; AdamW's bias correction); ``.step``: steps taken (the learning-rate schedule's clock);
+    (1 + steps taken: AdamW's bias correction and the learning-rate schedule's clock); ``.step``: steps
+    taken, iter - 1 (written for the readers of files before issue 28, which kept a second clock;
+    reading takes ``.iter``);
   - ``pyggml_opt.checkpoint.history``: the metrics of the epochs completed (JSON: ``epoch``, a list,
     and ``history``, metric name -> one value per epoch);
   - tensors ``optimizer.m.<param>`` and ``optimizer.v.<param>``: the AdamW moments.
 ggml-opt keeps that state private; vendor/patches/0002 adds the accessors used here.
 
-``fit(..., resume_from=path)`` restores all of it (``training.session.TrainingSession.write_state``),
+``fit(..., resume_from=path)`` restores all of it (``core.OptContext.write_state``),
 and replays the shuffling of the epochs already done, so that stopping after epoch k and resuming
 gives the weights of an uninterrupted run.
 """
@@ -17,35 +19,19 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import GGUFFile
+# OptimizerState is core's (the state of an OptContext); pickles of the versions before issue 28 name it
+# as this module's, and find it here
+from ..core import GGUFFile, OptimizerState
 from ..nn import Network
 from ..nn.params import check_param_name
 from .model_file import check_architecture, read_weights, save
 
 PREFIX = "pyggml_opt.checkpoint."
 _MOMENT_PREFIX = "optimizer.m."  # and "optimizer.v.": as long
-
-
-@dataclass
-class OptimizerState:
-    """What ggml-opt and the Optimizer object hold between steps."""
-
-    optimizer: str
-    iter: int
-    step: int
-    m: dict[str, np.ndarray] = field(default_factory=dict)
-    v: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def check_fits(self, optimizer: str) -> None:
-        """ValueError unless this state can continue training with ``optimizer`` (its name)."""
-        if self.optimizer != optimizer:
-            raise ValueError(f"the checkpoint was trained with {self.optimizer!r}, this fit uses {optimizer!r}")
-        if self.iter < 1 or self.step < 0:
-            raise ValueError(f"corrupt checkpoint: optimizer iteration {self.iter}, step {self.step}")
 
 
 @dataclass
@@ -80,12 +66,12 @@ def load_checkpoint(path: str | os.PathLike[str], model: Network) -> Checkpoint:
         if not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"{path!s} is not a training checkpoint (no {PREFIX}epoch); it was saved "
                              "without optimizer state")
-        name, it, step = f.get(PREFIX + "optimizer"), f.get(PREFIX + "iter"), f.get(PREFIX + "step")
-        if not isinstance(name, str) or not isinstance(it, int) or not isinstance(step, int):
+        name, it = f.get(PREFIX + "optimizer"), f.get(PREFIX + "iter")
+        if not isinstance(name, str) or not isinstance(it, int):
             raise ValueError(f"{path!s}: corrupt checkpoint metadata")
         check_architecture(f, model, f"checkpoint {os.fspath(path)!r}")
         weights = read_weights(f, model)
-        state = OptimizerState(name, it, step)
+        state = OptimizerState(name, it)
         names = set(f.tensor_names())
         for pname, shape in model.param_shapes.items():
             for kind, dest in (("m", state.m), ("v", state.v)):

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._lib import CData, ffi
-from ..core import tensor_data
+from ..core import CData, tensor_data
 
 
 def epoch_order(rng: np.random.Generator, n: int, run: int) -> np.ndarray:
@@ -33,7 +32,7 @@ class BatchWriter:
         self._view: np.ndarray | None = None
 
     def _target(self) -> np.ndarray | None:
-        where = (int(ffi.cast("uintptr_t", self.t.data)), int(ffi.cast("uintptr_t", self.t.buffer)))
+        where = tensor_data.location(self.t)
         if where != self._where:
             self._view = tensor_data.host_view(self.t, self.buf.shape)
             self._where = where

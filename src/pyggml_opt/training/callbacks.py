@@ -14,7 +14,8 @@ import numpy as np
 
 from ..checks import check_choice, check_int, check_number
 from ..nn import Network
-from ..saving import OptimizerState, save, save_checkpoint
+from ..core import OptimizerState
+from ..saving import save, save_checkpoint
 from .optimizers import Optimizer
 
 

@@ -37,7 +37,8 @@ from ..checks import check_choice, check_int
 from ..nn import Network, check_network
 from ..nn.losses import DEFAULT as DEFAULT_LOSS
 from ..nn.losses import LossSpec, function_entry_name, get_loss
-from ..saving import Checkpoint, OptimizerState, load_checkpoint
+from ..core import OptimizerState
+from ..saving import Checkpoint, load_checkpoint
 from .arguments import (check_batch_sizes, check_seed, check_shuffle, check_validation_split, check_verbose,
                         check_x)
 from .batching import epoch_order
@@ -95,12 +96,12 @@ class FitLoop:
     def optimizer_state(self, copy: bool = True) -> OptimizerState:
         """The optimizer state now (for checkpoints). ``copy=False``: the AdamW moments may be read-only
         views of the optimizer's memory, valid until the next training step (write them out at once)."""
-        return self.train.read_state(self.optimizer, copy)
+        return self.train.read_state(copy)
 
     def resume(self, checkpoint: Checkpoint) -> None:
         """Continue after the checkpoint's completed epochs: restore the weights, the optimizer state
         and the history, and replay the shuffles of the epochs already done."""
-        self.train.write_state(self.optimizer, checkpoint.state)
+        self.train.write_state(checkpoint.state)
         self.model.set_weights(checkpoint.weights)
         self.start_epoch = checkpoint.epoch
         self.history = History.from_dict(checkpoint.history)
@@ -298,11 +299,11 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
             if checkpoint is not None:
                 loop.resume(checkpoint)
             elif optimizer_state is not None:
-                train.write_state(opt, optimizer_state)
+                train.write_state(optimizer_state)
             model.loss = loss
             return loop.fit()
         finally:
             model.busy = None
             if train is not None:
                 # kept with the weights it belongs to, also after Ctrl+C (copies and pickles carry it)
-                model.optimizer_state = train.finish(opt)
+                model.optimizer_state = train.finish()

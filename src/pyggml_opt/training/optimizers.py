@@ -3,7 +3,11 @@ optional gradient clipping by the global norm.
 
 ggml-opt asks for the optimizer parameters once per optimizer step (through a C callback that returns
 ``struct ggml_opt_optimizer_params`` by value); ``c_params`` answers it. The learning rate may be a
-number or a callable ``lr(step) -> float`` where ``step`` counts optimizer steps from 0.
+number or a callable ``lr(step) -> float`` where ``step`` counts optimizer steps from 0. The step is
+ggml-opt's (``core.OptContext``: its iteration - 1), never the optimizer object's: each fit starts at
+step 0 with fresh moments, and a fit continuing an optimizer state (``optimizer_state=``,
+``resume_from=``) continues both, so schedule and moments always agree. The optimizer object holds
+hyperparameters only, and may serve several fits.
 ``global_clipnorm`` is fixed when ggml-opt builds the training graph (``ggml_opt_params.grad_clip_norm``,
 vendor patch 0012): the graph computes the global L2 norm of the accumulated gradients and scales them
 before each step.
@@ -13,8 +17,10 @@ from __future__ import annotations
 import math
 from typing import Callable, Union
 
-from .._lib import CData, ffi, lib
+import numpy as np
+
 from ..checks import check_number
+from ..core import CData, OptOptimizer, adamw_params, sgd_params
 
 LearningRate = Union[float, Callable[[int], float]]
 
@@ -23,7 +29,8 @@ def check_lr(name: str, value: object) -> float:
     """A learning rate (or ``global_clipnorm``): > 0 and still > 0 and finite as the float32 ggml-opt
     receives (a smaller value becomes 0.0 there, and ggml-opt aborts on alpha <= 0)."""
     v = check_number(name, value, 0.0, math.inf, lo_open=True)
-    as_f32 = float(ffi.cast("float", v))
+    with np.errstate(over="ignore"):  # beyond float32's range: inf, refused below
+        as_f32 = float(np.float32(v))
     if not (0.0 < as_f32 < math.inf):
         raise ValueError(f"{name} must be in (0.0, inf] and representable as a float32 (about 1.4e-45 to "
                          f"3.4e38, ggml-opt's type), got {value!r}")
@@ -31,8 +38,7 @@ def check_lr(name: str, value: object) -> float:
 
 
 class Optimizer:
-    """Base class: holds the learning rate (or schedule), weight decay, the gradient-clipping threshold
-    and the step counter.
+    """Base class: holds the learning rate (or schedule), weight decay and the gradient-clipping threshold.
 
     ``global_clipnorm``: None (default) or a threshold > 0: before every optimizer step the gradients
     of all parameters are scaled together by min(1, global_clipnorm / (norm + 1e-6)), norm being
@@ -41,7 +47,7 @@ class Optimizer:
     the norm is that of the accumulated gradient the step uses. The step then proceeds as usual on the
     clipped gradients (AdamW's moments see them too)."""
 
-    type: int
+    type: OptOptimizer
     name: str
     schedule: Callable[[int], float] | None
     lr: float | None  # None with a schedule
@@ -53,39 +59,33 @@ class Optimizer:
             self.schedule, self.lr = None, check_lr("lr", lr)
         self.weight_decay = check_number("weight_decay", weight_decay, 0.0, 1.0)
         self.global_clipnorm = None if global_clipnorm is None else check_lr("global_clipnorm", global_clipnorm)
-        self.step = 0
         self._pending: BaseException | None = None
         self._last_lr: float | None = self.lr if self.lr is not None else None
 
-    def current_lr(self) -> float:
-        """The learning rate for the next optimizer step (evaluates the schedule)."""
+    def current_lr(self, step: int) -> float:
+        """The learning rate of optimizer step ``step`` (counted from 0; evaluates the schedule)."""
         if self.schedule is None:
             assert self.lr is not None  # set whenever there is no schedule
             return self.lr
         try:
-            value = self.schedule(self.step)
+            value = self.schedule(step)
         except Exception as exc:  # noqa: BLE001 - reported after the C call returns
-            raise ValueError(f"learning-rate schedule failed at step {self.step}: {exc!r}") from exc
-        return check_lr(f"learning rate from the schedule at step {self.step}", value)
+            raise ValueError(f"learning-rate schedule failed at step {step}: {exc!r}") from exc
+        return check_lr(f"learning rate from the schedule at step {step}", value)
 
-    def c_params(self) -> CData:
-        """``struct ggml_opt_optimizer_params`` for this step; never raises (called from C)."""
+    def c_params(self, step: int) -> CData:
+        """``struct ggml_opt_optimizer_params`` for optimizer step ``step``; never raises (called from C)."""
         try:
-            lr = self.current_lr()
+            lr = self.current_lr(step)
             self._last_lr = lr
         except BaseException as exc:  # noqa: BLE001
             self.record_error(exc)
             lr = self._last_lr if self._last_lr else 1e-30  # a valid value: ggml-opt asserts lr > 0
-        self.step += 1
-        p = ffi.new("struct ggml_opt_optimizer_params *")
-        self._fill(p, lr)
-        return p[0]
+        return self._params(lr)
 
     def fallback_params(self) -> CData:
         """The struct of ``c_params`` with the last valid learning rate, evaluating nothing."""
-        p = ffi.new("struct ggml_opt_optimizer_params *")
-        self._fill(p, self._last_lr if self._last_lr else 1e-30)
-        return p[0]
+        return self._params(self._last_lr if self._last_lr else 1e-30)
 
     @property
     def last_lr(self) -> float:
@@ -103,7 +103,7 @@ class Optimizer:
             exc, self._pending = self._pending, None
             raise exc
 
-    def _fill(self, p: CData, lr: float) -> None:
+    def _params(self, lr: float) -> CData:
         raise NotImplementedError
 
     def get_config(self) -> dict:
@@ -113,7 +113,7 @@ class Optimizer:
 
     @classmethod
     def from_config(cls, config: dict) -> "Optimizer":
-        """A fresh optimizer (step 0) from ``get_config()``'s dict."""
+        """An optimizer with the same hyperparameters from ``get_config()``'s dict."""
         return cls(**config)
 
     def __repr__(self) -> str:
@@ -138,7 +138,7 @@ class AdamW(Optimizer):
     ggml-opt accepts betas of 1, but its bias correction then divides by 1 - beta**t = 0 and the
     weights become NaN at the first step, so 1 is refused here (as PyTorch does)."""
 
-    type = lib.GGML_OPT_OPTIMIZER_TYPE_ADAMW
+    type = OptOptimizer.ADAMW
     name = "adamw"
 
     def __init__(self, lr: LearningRate = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
@@ -149,9 +149,8 @@ class AdamW(Optimizer):
         self.beta2 = check_number("beta2", beta2, 0.0, 1.0, hi_open=True, why=why)
         self.eps = check_number("eps", eps, 0.0, math.inf)
 
-    def _fill(self, p: CData, lr: float) -> None:
-        p.adamw.alpha, p.adamw.beta1, p.adamw.beta2 = lr, self.beta1, self.beta2
-        p.adamw.eps, p.adamw.wd = self.eps, self.weight_decay
+    def _params(self, lr: float) -> CData:
+        return adamw_params(lr, self.beta1, self.beta2, self.eps, self.weight_decay)
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -162,15 +161,15 @@ class SGD(Optimizer):
     """Plain SGD with decoupled weight decay, as ggml-opt implements it; ``global_clipnorm`` (None or
     > 0) clips the gradients by their global L2 norm before each step (see ``Optimizer``)."""
 
-    type = lib.GGML_OPT_OPTIMIZER_TYPE_SGD
+    type = OptOptimizer.SGD
     name = "sgd"
 
     def __init__(self, lr: LearningRate = 1e-3, weight_decay: float = 0.0,
                  global_clipnorm: float | None = None) -> None:
         super().__init__(lr, weight_decay, global_clipnorm)
 
-    def _fill(self, p: CData, lr: float) -> None:
-        p.sgd.alpha, p.sgd.wd = lr, self.weight_decay
+    def _params(self, lr: float) -> CData:
+        return sgd_params(lr, self.weight_decay)
 
 
 def get(optimizer: Optimizer | str) -> Optimizer:

@@ -1,8 +1,8 @@
 """Learning-rate schedules: callables step -> learning rate, for an optimizer's ``lr``.
 
 ``pgo.AdamW(lr=WarmupCosine(1e-3, total_steps=5000, warmup_steps=200))``: the optimizer asks for the
-rate of every optimizer step (0, 1, 2, ...; the step count carries over with ``optimizer_state`` and
-checkpoints). They are classes rather than closures so that they print and pickle. A decay never goes
+rate of every optimizer step (0, 1, 2, ...: ggml-opt's iteration - 1, which starts at 0 in every fit
+and carries over with ``optimizer_state`` and checkpoints). They are classes rather than closures so that they print and pickle. A decay never goes
 below ``MIN_RATE``.
 """
 from __future__ import annotations

@@ -8,12 +8,9 @@ from typing import Protocol
 
 import numpy as np
 
-from .._lib import CData, c_str, ffi, lib
-from ..core import ArrayBuffer, OptContext, OptLoss, Result, Scheduler, find_device
-from ..core import tensor_data
-from ..nn import Network, ParamStore, StaticGraph, Tensor, check_backward
+from ..core import ArrayBuffer, NamedParams, OptContext, OptimizerState, OptLoss, Result, Scheduler, device_name
+from ..nn import Network, ParamStore, StaticGraph, check_backward
 from ..nn.losses import Loss
-from ..saving import OptimizerState
 from .batching import BatchWriter
 from .forward_cache import ForwardCache
 from .loss_graph import weighted_loss
@@ -59,7 +56,7 @@ def device_of(network: Network, backend: str | None) -> str:
     """The ggml device name for ``backend``; None means the backend the network last ran on, or the CPU."""
     if backend is None:
         return network.backend or "CPU"
-    return c_str(lib.ggml_backend_dev_name(find_device(backend)))
+    return device_name(backend)
 
 
 def session_for(network: Network, backend: str | None, n_threads: int | None) -> Session:
@@ -159,47 +156,25 @@ class TrainingSession:
                    BatchWriter(labels, (physical, width)) if labels is not None else None, in_graph, own,
                    {key: BatchWriter(t.ptr, t.shape) for key, t in graph.step_inputs.items()})
 
-    def read_state(self, optimizer: Optimizer, copy: bool = True) -> OptimizerState:
-        """The optimizer state between steps: ggml-opt's iteration and AdamW moments, the step count.
-        ``copy=False``: the moments as read-only views of ggml-opt's memory where that is the host's,
-        valid until the next training step (for writing them out at once: a checkpoint then adds no
-        copy of twice the parameters to fit's memory)."""
-        state = OptimizerState(optimizer.name, int(lib.ggml_opt_get_iter(self.opt_ctx.ptr)), optimizer.step)
-        for name, t in self.graph.store.tensors.items():
-            m, v = self._moments(t)
-            if m != ffi.NULL and v != ffi.NULL:
-                state.m[name] = _moment(m, t.ndim, copy)
-                state.v[name] = _moment(v, t.ndim, copy)
-        return state
+    def read_state(self, copy: bool = True) -> OptimizerState:
+        """The optimizer state between steps (``OptContext.read_state``; ``copy=False``: read-only views
+        valid until the next training step)."""
+        return self.opt_ctx.read_state(self._params(), copy)
 
-    def write_state(self, optimizer: Optimizer, state: OptimizerState) -> None:
-        """Put ``state`` into this fresh ggml-opt context (before its first step)."""
-        state.check_fits(optimizer.name)
-        for name, t in self.graph.store.tensors.items():
-            m, v = self._moments(t)
-            if m == ffi.NULL:
-                continue
-            if name not in state.m or name not in state.v:
-                raise ValueError(f"the checkpoint has no AdamW moments for parameter {name!r}")
-            for moment in (state.m[name], state.v[name]):
-                if np.shape(moment) != t.shape:
-                    raise ValueError(f"the optimizer state's moments of {name!r} have shape {np.shape(moment)}, "
-                                     f"the parameter {t.shape}")
-            tensor_data.set(m, state.m[name])
-            tensor_data.set(v, state.v[name])
-        lib.ggml_opt_set_iter(self.opt_ctx.ptr, state.iter)
-        optimizer.step = state.step
+    def write_state(self, state: OptimizerState) -> None:
+        """Continue from ``state``: put it into this fresh ggml-opt context (before its first step)."""
+        self.opt_ctx.write_state(state, self._params())
 
-    def _moments(self, t: Tensor) -> tuple[CData, CData]:
-        return lib.ggml_opt_grad_m(self.opt_ctx.ptr, t.ptr), lib.ggml_opt_grad_v(self.opt_ctx.ptr, t.ptr)
+    def _params(self) -> NamedParams:
+        return {name: (t.ptr, t.shape) for name, t in self.graph.store.tensors.items()}
 
-    def finish(self, optimizer: Optimizer) -> OptimizerState:
+    def finish(self) -> OptimizerState:
         """Free everything, returning the optimizer state read on the way: after the training graph's
         compute buffers are freed (the ggml-opt context is not evaluated again), so that its copy (twice
         the parameters' size, with AdamW) never adds to them at the end of fit."""
         try:
             self.scheduler.close()
-            return self.read_state(optimizer)
+            return self.read_state()
         finally:
             self.close()
 
@@ -207,12 +182,3 @@ class TrainingSession:
         for owner in (self.result, self.opt_ctx, self.scheduler, self.graph, self.rows):
             if owner is not None:
                 owner.close()
-
-
-def _moment(t: CData, ndim: int, copy: bool) -> np.ndarray:
-    """An optimizer tensor as numpy: a copy, or without ``copy`` a read-only view of host memory."""
-    view = None if copy else tensor_data.host_view(t, tensor_data.shape_of(t, ndim))
-    if view is None:
-        return tensor_data.get(t, ndim)
-    view.flags.writeable = False
-    return view
