@@ -168,6 +168,22 @@ def test_monitors_of_metrics_pick_their_direction():
     assert pgo.EarlyStopping(monitor="mse").mode == "min"
 
 
+def test_a_metric_of_ones_own_gives_its_direction_to_monitors():
+    class Hits(pgo.Metric):
+        name, direction = "hits", "max"
+
+        def values(self, outputs, targets):
+            return outputs.argmax(axis=1) == targets.argmax(axis=1)
+
+    es = pgo.EarlyStopping(monitor="val_hits", patience=5)
+    assert es.mode == "min"   # by its name until a fit says which metric it is
+    modes = []
+    watch = pgo.LambdaCallback(on_epoch_end=lambda model, epoch, logs: modes.append(es.mode))
+    x, y = classification(n=40)
+    h = mlp(n_out=C).fit(x, y, epochs=3, metrics=[Hits()], validation_split=0.25, callbacks=[es, watch], **FAST)
+    assert modes == ["max"] * 3 and es.best == max(h["val_hits"])   # the best is the largest
+
+
 def test_early_stopping_watches_a_metric():
     x, _, m = regression(80, 4, 2, seed=4)
     t = x @ np.random.default_rng(4).normal(size=(4, 2))

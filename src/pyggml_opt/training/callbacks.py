@@ -3,7 +3,10 @@ order, and one ``MonitorCallback`` base (monitor, mode, min_delta, baseline, pat
 ``EarlyStopping``, ``ModelCheckpoint`` and ``ReduceLROnPlateau``.
 
 While ``fit`` runs, each callback's ``trainer`` is the running fit loop (``loop.FitLoop``): its
-``optimizer`` and ``optimizer_state()`` are what ModelCheckpoint and ReduceLROnPlateau use."""
+``optimizer`` and ``optimizer_state()`` are what ModelCheckpoint and ReduceLROnPlateau use, its
+``metrics`` what ``mode="auto"`` reads the direction of. What fit records and shows are callbacks too,
+first in fit's list, as Keras adds them: ``RecordHistory`` (the epochs into ``model.history``) and
+``progress.Progress``."""
 from __future__ import annotations
 
 import math
@@ -16,6 +19,8 @@ from ..checks import check_choice, check_int, check_number
 from ..nn import Network
 from ..core import OptimizerState
 from ..saving import save, save_checkpoint
+from .history import History
+from .metrics import Metric, direction_of
 from .optimizers import Optimizer
 
 
@@ -23,14 +28,26 @@ class Trainer(Protocol):
     """What callbacks see of the running fit (``loop.FitLoop``, which imports this module)."""
 
     optimizer: Optimizer
+    n_batches: int             # physical batches per epoch
+    epochs: int
 
+    @property
+    def metrics(self) -> list[Metric]: ...
     def optimizer_state(self, copy: bool = True) -> OptimizerState: ...
 
 
 class Callback:
-    """Hooks called by ``fit``. Set ``model.stop_training = True`` to stop after the current batch."""
+    """Hooks called by ``fit``. Set ``model.stop_training = True`` to stop after the current batch.
+
+    ``needs_batch_logs``: whether ``on_batch_end`` wants the logs of every batch (fit reads them from
+    ggml-opt only when some callback does)."""
 
     trainer: Trainer | None = None  # the running fit loop, set by CallbackList while fit runs
+    needs_batch_logs = True
+
+    def set_trainer(self, trainer: Trainer | None) -> None:
+        """Called before ``on_train_begin`` with the running fit loop, and with None after ``on_train_end``."""
+        self.trainer = trainer
 
     def on_train_begin(self, model: Network) -> None: ...
     def on_epoch_begin(self, model: Network, epoch: int) -> None: ...
@@ -49,12 +66,14 @@ class CallbackList:
                 raise TypeError(f"callbacks must be Callback objects, got {type(cb).__name__}")
         self.model, self.trainer = model, trainer
 
-    def __bool__(self) -> bool:
-        return bool(self.callbacks)
+    @property
+    def needs_batch_logs(self) -> bool:
+        """Whether any callback wants the logs of every batch."""
+        return any(cb.needs_batch_logs for cb in self.callbacks)
 
     def on_train_begin(self) -> None:
         for cb in self.callbacks:
-            cb.trainer = self.trainer
+            cb.set_trainer(self.trainer)
             cb.on_train_begin(self.model)
 
     def on_epoch_begin(self, epoch: int) -> None:
@@ -75,7 +94,23 @@ class CallbackList:
                 cb.on_train_end(self.model)
         finally:
             for cb in self.callbacks:
-                cb.trainer = None
+                cb.set_trainer(None)
+
+
+class RecordHistory(Callback):
+    """fit's first callback: each epoch's logs into ``history`` (before the other callbacks see them),
+    which becomes ``model.history`` when training begins."""
+
+    needs_batch_logs = False
+
+    def __init__(self, history: History) -> None:
+        self.history = history
+
+    def on_train_begin(self, model: Network) -> None:
+        model.history = self.history
+
+    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
+        self.history.append(epoch, logs)
 
 
 class LambdaCallback(Callback):
@@ -97,7 +132,8 @@ class LambdaCallback(Callback):
 class MonitorCallback(Callback):
     """A callback that watches one metric of the epoch logs.
 
-    ``mode``: "min", "max" or "auto" ("max" for accuracies, else "min"). A value improves on the best
+    ``mode``: "min", "max" or "auto": the direction of the monitored metric (``Metric.direction``; by
+    its name until a fit tells which metric it is: "max" for accuracies, else "min"). A value improves on the best
     so far when it is lower (min) / higher (max) by more than ``min_delta``. ``baseline``: the value
     to beat before anything counts as an improvement. ``wait``: epochs since the last improvement.
     """
@@ -108,11 +144,17 @@ class MonitorCallback(Callback):
             raise TypeError(f"monitor must be a metric name (str), got {type(monitor).__name__}")
         self.monitor = monitor
         mode = check_choice("mode", mode, ("auto", "min", "max"))
-        self.mode = ("max" if "acc" in monitor else "min") if mode == "auto" else mode
+        self.auto = mode == "auto"
+        self.mode = direction_of(monitor) if self.auto else mode
         self.min_delta = abs(check_number("min_delta", min_delta, -math.inf, math.inf))
         self.baseline = None if baseline is None else check_number("baseline", baseline, -math.inf, math.inf)
         self.patience = check_int("patience", patience, 0)
         self.reset()
+
+    def set_trainer(self, trainer: Trainer | None) -> None:
+        super().set_trainer(trainer)
+        if self.auto and trainer is not None:
+            self.mode = direction_of(self.monitor, trainer.metrics)
 
     def reset(self) -> None:
         """Forget the history of the metric (called when training begins)."""

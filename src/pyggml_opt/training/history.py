@@ -1,4 +1,5 @@
-"""``History``: the per-epoch metrics of a ``fit``, and their plot (matplotlib, an optional extra)."""
+"""``History``: the per-epoch metrics of a ``fit`` (recorded by fit's first callback,
+``callbacks.RecordHistory``), and their plot (matplotlib, an optional extra)."""
 from __future__ import annotations
 
 import math
@@ -40,9 +41,13 @@ class History:
     def from_dict(cls, d: dict) -> "History":
         """A History from what ``to_dict`` returned."""
         h = cls()
-        h.epoch = [int(e) for e in d.get("epoch", [])]
-        h.history = {str(k): [float(x) for x in v] for k, v in d.get("history", {}).items()}
+        h.load(d)
         return h
+
+    def load(self, d: dict) -> None:
+        """Replace the epochs recorded with what ``to_dict`` returned (a resumed fit's)."""
+        self.epoch = [int(e) for e in d.get("epoch", [])]
+        self.history = {str(k): [float(x) for x in v] for k, v in d.get("history", {}).items()}
 
     def keys(self) -> KeysView[str]:
         """The names of the per-epoch entries."""

@@ -42,7 +42,7 @@ from ..saving import Checkpoint, load_checkpoint
 from .arguments import (check_batch_sizes, check_seed, check_shuffle, check_validation_split, check_verbose,
                         check_x)
 from .batching import epoch_order
-from .callbacks import Callback, CallbackList
+from .callbacks import Callback, CallbackList, RecordHistory
 from .history import History
 from .inference import validate
 from .logs import HostMetrics, result_logs, validation_logs
@@ -75,23 +75,28 @@ def max_epoch_steps() -> int | None:
 
 
 class FitLoop:
-    """The state of one ``fit`` run: its session, data, optimizer and progress, and the loop itself.
+    """The state of one ``fit`` run: its session, plan and optimizer, and the loop itself.
 
-    Callbacks see it as ``callback.trainer`` (``optimizer``, ``optimizer_state()``)."""
+    Callbacks see it as ``callback.trainer`` (``optimizer``, ``optimizer_state()``, ``metrics``,
+    ``epochs``, ``n_batches``). ``callbacks`` hold fit's History (``history``) and progress display."""
 
     def __init__(self, model: Network, train: TrainingSession, plan: FitPlan, optimizer: Optimizer,
-                 callbacks: CallbackList, verbose: int) -> None:
+                 callbacks: CallbackList, history: History) -> None:
         self.model, self.train, self.plan, self.optimizer = model, train, plan, optimizer
         self.n_train = train.x.shape[0]
-        self.n_phys = plan.batching.steps_per_epoch(self.n_train)
+        self.n_batches = plan.batching.steps_per_epoch(self.n_train)
+        self.epochs = plan.batching.epochs
         self.rng = np.random.default_rng(plan.batching.seed)
-        self.callbacks = callbacks
+        self.callbacks, self.history = callbacks, history
         callbacks.trainer = self
-        self.progress = Progress(verbose, plan.batching.epochs, self.n_phys)
         self.start_epoch = 0
-        self.history = History()
         # fit's own loss graph: the metrics are computed here (ggml-opt counts an accuracy for its own loss only)
         self.host_metrics = HostMetrics(plan.metrics, plan.batching.batch_size) if plan.own_loss_graph else None
+
+    @property
+    def metrics(self) -> list[Metric]:
+        """The metrics of this fit, bound to its loss."""
+        return self.plan.metrics
 
     def optimizer_state(self, copy: bool = True) -> OptimizerState:
         """The optimizer state now (for checkpoints). ``copy=False``: the AdamW moments may be read-only
@@ -104,26 +109,23 @@ class FitLoop:
         self.train.write_state(checkpoint.state)
         self.model.set_weights(checkpoint.weights)
         self.start_epoch = checkpoint.epoch
-        self.history = History.from_dict(checkpoint.history)
+        self.history.load(checkpoint.history)
         for _ in range(checkpoint.epoch):
             epoch_order(self.rng, self.n_train, self.plan.batching.run)
 
     def fit(self) -> History:
-        history = self.history
-        self.model.history, self.model.stop_training = history, False
+        self.model.stop_training = False
         try:
             self.callbacks.on_train_begin()
-            for epoch in range(self.start_epoch, self.plan.batching.epochs):
+            for epoch in range(self.start_epoch, self.epochs):
                 self.callbacks.on_epoch_begin(epoch)
                 logs = self.train_epoch(epoch)
-                history.append(epoch, logs)
-                self.progress.epoch(epoch, logs)
                 self.callbacks.on_epoch_end(epoch, logs)
                 if self.model.stop_training:
                     break
         finally:
             self.callbacks.on_train_end()
-        return history
+        return self.history
 
     def train_epoch(self, epoch: int) -> dict:
         """One pass over the training samples, then validation; the epoch's logs."""
@@ -131,7 +133,7 @@ class FitLoop:
         train, plan = self.train, self.plan
         physical, metrics = plan.batching.physical, plan.metrics
         order = epoch_order(self.rng, self.n_train, plan.batching.run)
-        order = order[np.arange(self.n_phys * physical) % self.n_train]  # a last partial batch wraps around
+        order = order[np.arange(self.n_batches * physical) % self.n_train]  # a last partial batch wraps around
         # the row numbers as the in-graph gather reads them, once per epoch; the labels are gathered per
         # batch (a copy of all label rows in epoch order would stay in memory through the epoch)
         rows = order.astype(np.int32) if train.gathers_in_graph else None
@@ -146,7 +148,7 @@ class FitLoop:
         # dropout masks: a generator of their own per epoch, so that a resumed fit draws the same ones
         seed = plan.batching.seed
         masks = np.random.default_rng(None if seed is None else (seed, epoch))
-        for ib in range(self.n_phys):
+        for ib in range(self.n_batches):
             b = slice(ib * physical, (ib + 1) * physical)
             train.opt_ctx.alloc(backward=True)
             if rows is not None:
@@ -165,10 +167,8 @@ class FitLoop:
             if self.host_metrics is not None:
                 assert labels is not None  # fit's own loss graph puts its labels in batch order
                 self.host_metrics.add(train.graph.output(), labels[b, :-1])
-            if self.callbacks or self.progress.verbose == 1:
-                logs = result_logs(train.result, metrics, self.host_metrics)
-                self.progress.batch(epoch, ib, logs, t0)
-                self.callbacks.on_batch_end(ib, logs)
+            if self.callbacks.needs_batch_logs:
+                self.callbacks.on_batch_end(ib, result_logs(train.result, metrics, self.host_metrics))
             if self.model.stop_training:
                 break
         logs = result_logs(train.result, metrics, self.host_metrics)
@@ -269,7 +269,9 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
     batching = Batching(epochs, batch_size, physical, check_shuffle(shuffle, batch_size), check_seed(seed),
                         check_choice("gather", gather, ("auto", "graph", "host")), max_epoch_steps())
     opt = get_optimizer(optimizer)
-    callback_list = CallbackList(callbacks, model, None)  # the loop becomes their trainer
+    history = History()
+    # fit's own first, as Keras's: History records an epoch before the user's callbacks see it
+    callback_list = CallbackList([RecordHistory(history), Progress(verbose), *callbacks], model, None)  # the loop: their trainer
     if resume_from is not None and optimizer_state is not None:
         raise ValueError("give resume_from or optimizer_state, not both")
     if optimizer_state is not None and not isinstance(optimizer_state, OptimizerState):
@@ -295,7 +297,7 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
         train = None
         try:
             train = TrainingSession.create(model, session, plan, opt)
-            loop = FitLoop(model, train, plan, opt, callback_list, verbose)
+            loop = FitLoop(model, train, plan, opt, callback_list, history)
             if checkpoint is not None:
                 loop.resume(checkpoint)
             elif optimizer_state is not None:

@@ -25,11 +25,13 @@ _RESERVED = ("loss", "time", "lr")
 class Metric:
     """A metric of ``fit`` / ``evaluate``: the mean of ``values(outputs, targets)`` over every item.
 
-    Subclass it for a metric of your own: set ``name`` (the History key; ``mode="auto"`` of the
-    callbacks maximises names containing "acc" and minimises the others) and implement ``values``;
-    override ``bind`` to refuse losses or targets the metric does not fit."""
+    Subclass it for a metric of your own: set ``name`` (the History key) and ``direction`` ("max" when
+    larger is better, "min" when smaller is: what ``mode="auto"`` of the callbacks that monitor it
+    follows; None: by its name, "max" for names containing "acc") and implement ``values``; override
+    ``bind`` to refuse losses or targets the metric does not fit."""
 
     name = "metric"
+    direction: str | None = None
 
     def __init__(self, name: str | None = None) -> None:
         if name is not None:
@@ -48,6 +50,19 @@ class Metric:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def direction_of(monitor: str, metrics: Sequence[Metric] = ()) -> str:
+    """"min" or "max": which way ``monitor`` (a log entry: "loss", a metric's name, "val_" + either)
+    improves: the direction of the metric of that name among ``metrics`` where it has one, else by the
+    name ("max" for accuracies)."""
+    name = monitor.removeprefix("val_")
+    for m in metrics:
+        if m.name == name and m.direction is not None:
+            return m.direction
+    if name in METRICS and METRICS[name].direction is not None:
+        return str(METRICS[name].direction)
+    return "max" if "acc" in name else "min"
 
 
 def check_metric_name(name: object) -> str:
@@ -77,6 +92,7 @@ class Accuracy(Metric):
     logits; targets >= 0.5 count as 1), as Keras's binary_accuracy."""
 
     name = "accuracy"
+    direction = "max"
     _binary = False
 
     def bind(self, loss: Loss, output_shape: tuple[int, ...], target_shape: tuple[int, ...]) -> Metric:
@@ -100,6 +116,8 @@ class TopKAccuracy(Metric):
     outputs, as Keras's sparse_top_k_categorical_accuracy (outputs tied with the k-th largest count as
     among them). Named "top_k_accuracy" for k = 5, else "top{k}_accuracy" (``name`` overrides)."""
 
+    direction = "max"
+
     def __init__(self, k: int = 5, name: str | None = None) -> None:
         self.k = check_int("k", k)
         super().__init__(name if name is not None else "top_k_accuracy" if self.k == 5 else f"top{self.k}_accuracy")
@@ -122,6 +140,8 @@ class TopKAccuracy(Metric):
 
 class _Regression(Metric):
     """A per-sample mean over the outputs of an element-wise error, for outputs and targets of one shape."""
+
+    direction = "min"
 
     def bind(self, loss: Loss, output_shape: tuple[int, ...], target_shape: tuple[int, ...]) -> Metric:
         if loss.compares_values(output_shape, target_shape):
@@ -161,6 +181,7 @@ class Unavailable(Metric):
     """The default accuracy of a loss without classes: reported as NaN."""
 
     name = "accuracy"
+    direction = "max"
 
     def values(self, outputs: np.ndarray, targets: np.ndarray) -> np.ndarray:
         return np.empty(0)

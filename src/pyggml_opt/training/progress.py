@@ -1,10 +1,14 @@
-"""The progress display of ``fit``: a bar per epoch (verbose=1) or one line per epoch (verbose=2)."""
+"""The progress display of ``fit``: a bar per epoch (verbose=1) or one line per epoch (verbose=2), a
+callback that fit adds to its list (after History, before the user's callbacks)."""
 from __future__ import annotations
 
 import math
 import sys
 import time
 from typing import TextIO
+
+from ..nn import Network
+from .callbacks import Callback
 
 
 def _fmt(logs: dict, prefix: str = "") -> str:
@@ -22,17 +26,33 @@ def _fmt(logs: dict, prefix: str = "") -> str:
     return "  ".join(parts)
 
 
-class Progress:
+class Progress(Callback):
     """Writes fit's progress to ``stream`` (default: standard output). The bar (verbose=1) redraws a
     line with "\\r", which only a terminal shows as such: to a file or pipe it writes one line per
-    epoch, as verbose=2 does (as Keras does)."""
+    epoch, as verbose=2 does (as Keras does). ``epochs`` and ``nbatches`` (per epoch) default to the
+    running fit's."""
 
-    def __init__(self, verbose: int, epochs: int, nbatches: int, stream: TextIO | None = None) -> None:
+    def __init__(self, verbose: int, epochs: int = 0, nbatches: int = 0, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         interactive = getattr(self.stream, "isatty", lambda: False)()
         self.verbose = 2 if verbose == 1 and not interactive else verbose
         self.epochs, self.nbatches = epochs, nbatches
         self.last = 0.0
+        self.needs_batch_logs = self.verbose == 1
+        self._epoch, self._t0 = 0, 0.0
+
+    def on_train_begin(self, model: Network) -> None:
+        if self.trainer is not None:
+            self.epochs, self.nbatches = self.trainer.epochs, self.trainer.n_batches
+
+    def on_epoch_begin(self, model: Network, epoch: int) -> None:
+        self._epoch, self._t0 = epoch, time.perf_counter()
+
+    def on_batch_end(self, model: Network, batch: int, logs: dict) -> None:
+        self.batch(self._epoch, batch, logs, self._t0)
+
+    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
+        self.epoch(epoch, logs)
 
     def batch(self, epoch: int, ibatch: int, logs: dict, t0: float) -> None:
         if self.verbose != 1:

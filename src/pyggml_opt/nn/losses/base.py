@@ -1,38 +1,17 @@
-"""Losses: one ``Loss`` object per loss, registered by name (as layers and metrics are).
-
-A loss owns everything that depends on which loss it is: ggml-opt's loss type when ggml-opt computes it
-(``opt_loss``), its graph (``per_sample``: each sample's loss, for fit's own loss graph), its float64
-numpy twin (``host``: validation and ``evaluate``), its target checks and conversion (``targets``), what
-metrics may ask of its targets (``n_classes``, ``binary``, ``compares_values``), the transform
-``predict`` applies (``logits`` / ``probabilities``) and its model-file entry (``entry``). A loss of
-your own is a ``Loss`` subclass (a graph from ``pyggml_opt.ops``, optionally its numpy twin) registered
-with ``register_loss``, or a loss function ``fn(outputs, labels) -> Tensor`` (``FunctionLoss``).
-
-Each per-sample loss is the mean over the outputs of the element-wise loss (PyTorch's
-``reduction="mean"`` over a batch of such rows), except cross-entropy, summed over the classes:
-  - mae: |o - y|;  huber (delta 1, PyTorch's HuberLoss): d^2 / 2 for |d| < 1, else |d| - 1/2;
-  - binary_cross_entropy: on logits, log(1 + exp(o)) - y o (PyTorch's BCEWithLogitsLoss), y in [0, 1].
-Sequence outputs (n, T, V) with token ids (n, T) take cross-entropy per token, averaged over the tokens
-of a sample (all samples have T tokens: the mean over every token, PyTorch's cross_entropy). "mean" and
-"sum" take no targets: the model's output is the loss.
-
-A loss function ``fn(outputs, labels) -> Tensor`` is built from ``pyggml_opt.ops`` on the outputs and
-the float label rows (n, k) of ``y``, and returns per-sample losses (n,) or (n, 1), or a scalar: the
-mean over the batch, which cannot be weighted per sample. Model files name it (``custom:<name>``) but
-cannot hold it.
-"""
+"""``Loss``, the base of every loss, ``FunctionLoss`` (a loss function of the user's) and the registry
+of losses by name. The named losses are in ``named.py``; the package's docstring says what a loss owns."""
 from __future__ import annotations
 
 from typing import Callable, Union
 
 import numpy as np
 
-from .._lib import lib
-from ..core import GRAPH_SIZE, Context, OptLoss
-from . import ops
-from .ops import Tensor
+from ..._lib import lib
+from ...core import GRAPH_SIZE, Context, OptLoss
+from .. import ops
+from ..ops import Tensor
+from .numeric import finite_float32, softmax, token_targets
 
-HUBER_DELTA = 1.0
 # A model file's loss entry for a loss that is code (a function, an unregistered Loss): this, then its name.
 FUNCTION_ENTRY = "custom:"
 
@@ -138,145 +117,6 @@ class Loss:
         return f"{type(self).__name__}()"
 
 
-class CrossEntropy(Loss):
-    """Softmax cross-entropy of logits against class ids, one-hot or probability rows, or token ids."""
-
-    name = "cross_entropy"
-    opt_loss = OptLoss.CROSS_ENTROPY
-    classes = True
-    logits = True
-    sequences = True
-
-    def targets(self, arr: np.ndarray, n: int, output_shape: tuple[int, ...], name: str) -> np.ndarray | None:
-        if len(output_shape) == 1 and arr.ndim == 1:
-            return class_rows(arr, n, output_shape[0], name)
-        return super().targets(arr, n, output_shape, name)
-
-    def check_rows(self, rows: np.ndarray, name: str) -> None:
-        if (rows < 0).any() or not np.allclose(rows.sum(axis=1), 1.0, atol=1e-3):
-            raise ValueError(f"{name}: {self.name} targets must be one-hot or probability rows (>= 0, summing to 1)")
-
-    def graph_constants(self, output_shape: tuple[int, ...]) -> dict[str, np.ndarray]:
-        # sequence outputs (T, V): token ids become one-hot rows in the graph, through this table
-        return {"one_hot": np.eye(output_shape[1], dtype=np.float32)} if len(output_shape) == 2 else {}
-
-    def per_sample(self, outputs: Tensor, y: Tensor, constants: dict[str, Tensor]) -> Tensor:
-        if outputs.ndim == 3:   # token ids (n, T): the mean over a sample's tokens
-            n, steps, vocab = outputs.shape
-            targets = ops.reshape(ops.embedding(ops.to_int32(y), constants["one_hot"]), n * steps, vocab)
-            per_token = self.per_sample(ops.reshape(outputs, n * steps, vocab), targets, constants)
-            return ops.mean(ops.reshape(per_token, n, steps))
-        return ops.neg(ops.sum_rows(ops.mul(y, ops.log_softmax(outputs))))
-
-    def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
-        assert targets is not None  # has targets
-        o = outputs.astype(np.float64)
-        if o.ndim == 3:
-            ids = targets.astype(np.int64)[..., None]
-            return -np.take_along_axis(log_softmax(o), ids, axis=-1)[..., 0].mean(axis=1)
-        return -(targets.astype(np.float64) * log_softmax(o)).sum(axis=1)
-
-
-class BinaryCrossEntropy(Loss):
-    """Sigmoid cross-entropy of logits against labels in [0, 1] per output (PyTorch's BCEWithLogitsLoss)."""
-
-    name = "binary_cross_entropy"
-    binary = True
-    logits = True
-
-    def check_rows(self, rows: np.ndarray, name: str) -> None:
-        if (rows < 0).any() or (rows > 1).any():
-            raise ValueError(f"{name}: {self.name} targets must be in [0, 1] (labels 0 / 1 or probabilities)")
-
-    def per_sample(self, outputs: Tensor, y: Tensor, constants: dict[str, Tensor]) -> Tensor:
-        return ops.mean(ops.sub(ops.softplus(outputs), ops.mul(y, outputs)))
-
-    def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
-        assert targets is not None  # has targets
-        o, y = outputs.astype(np.float64), targets.astype(np.float64)
-        return (np.logaddexp(0.0, o) - y * o).mean(axis=1)
-
-    def probabilities(self, outputs: np.ndarray) -> np.ndarray:
-        return sigmoid(outputs)
-
-
-class _ElementWise(Loss):
-    """A per-sample mean over the outputs of an element-wise error of ``d = |o - y|``."""
-
-    def error(self, diff: Tensor) -> Tensor:
-        raise NotImplementedError
-
-    def host_error(self, d: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def per_sample(self, outputs: Tensor, y: Tensor, constants: dict[str, Tensor]) -> Tensor:
-        return ops.mean(self.error(ops.abs(ops.sub(outputs, y))))
-
-    def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
-        assert targets is not None  # has targets
-        return self.host_error(np.abs(outputs.astype(np.float64) - targets.astype(np.float64))).mean(axis=1)
-
-
-class MeanSquaredError(_ElementWise):
-    name = "mse"
-    opt_loss = OptLoss.MEAN_SQUARED_ERROR
-
-    def error(self, diff: Tensor) -> Tensor:
-        return ops.sqr(diff)
-
-    def host_error(self, d: np.ndarray) -> np.ndarray:
-        return d ** 2
-
-
-class MeanAbsoluteError(_ElementWise):
-    name = "mae"
-
-    def error(self, diff: Tensor) -> Tensor:
-        return diff
-
-    def host_error(self, d: np.ndarray) -> np.ndarray:
-        return d
-
-
-class Huber(_ElementWise):
-    name = "huber"
-
-    def error(self, diff: Tensor) -> Tensor:
-        # 0.5 min(|d|, delta)^2 + delta relu(|d| - delta): both pieces of the Huber loss, from ops ggml
-        # can differentiate (no select)
-        over = ops.relu(ops.scale(diff, 1.0, -HUBER_DELTA))
-        inside = ops.sub(diff, over)
-        return ops.add(ops.scale(ops.sqr(inside), 0.5), ops.scale(over, HUBER_DELTA))
-
-    def host_error(self, d: np.ndarray) -> np.ndarray:
-        return np.where(d < HUBER_DELTA, 0.5 * d ** 2, HUBER_DELTA * (d - 0.5 * HUBER_DELTA))
-
-
-class Mean(Loss):
-    """The model's outputs are the loss: their mean per sample (no targets)."""
-
-    name = "mean"
-    opt_loss = OptLoss.MEAN
-    has_targets = False
-    weighted = False
-
-    def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
-        return outputs.astype(np.float64).mean(axis=1)
-
-
-class Sum(Mean):
-    """The model's outputs are the loss: their sum per sample and over the samples (no targets)."""
-
-    name = "sum"
-    opt_loss = OptLoss.SUM
-
-    def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
-        return outputs.astype(np.float64).sum(axis=1)
-
-    def reported(self, mean: float, unc: float, count: int) -> tuple[float, float]:
-        return mean * count, unc * count
-
-
 class FunctionLoss(Loss):
     """A loss function ``fn(outputs, labels) -> Tensor`` of the user's, on float label rows of any width."""
 
@@ -346,7 +186,8 @@ class FunctionLoss(Loss):
 
 
 _REGISTRY: dict[str, type[Loss]] = {}
-DEFAULT = CrossEntropy.name  # fit's and evaluate's loss unless told
+
+
 
 
 def register_loss(cls: type[Loss]) -> type[Loss]:
@@ -360,9 +201,6 @@ def register_loss(cls: type[Loss]) -> type[Loss]:
     _REGISTRY[cls.name] = cls
     return cls
 
-
-for _cls in (CrossEntropy, BinaryCrossEntropy, MeanSquaredError, MeanAbsoluteError, Huber, Mean, Sum):
-    register_loss(_cls)
 
 LossSpec = Union[str, Loss, LossFn]  # fit's ``loss``: a name, a Loss object, or a loss function
 
@@ -409,54 +247,3 @@ def losses_where(flag: str) -> str:
     return " or ".join(repr(name) for name, cls in sorted(_REGISTRY.items()) if getattr(cls, flag))
 
 
-# ---- target conversion --------------------------------------------------------------------------------
-def finite_float32(arr: np.ndarray, name: str) -> np.ndarray:
-    """Targets as float32, refusing NaN and inf (also where float32 overflows)."""
-    out = arr.astype(np.float32, copy=False)
-    if not np.isfinite(out).all():
-        raise ValueError(f"{name} contains NaN or inf")
-    return out
-
-
-def class_rows(arr: np.ndarray, n: int, n_out: int, name: str) -> np.ndarray:
-    """Class ids (n,) in [0, n_out) as one-hot float32 rows."""
-    if arr.dtype.kind == "f":
-        if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
-            raise ValueError(f"{name}: class ids must be integers")
-    ids = arr.astype(np.int64)
-    if ids.min() < 0 or ids.max() >= n_out:
-        raise ValueError(f"{name}: class ids must be in [0, {n_out}) for a model with {n_out} outputs, "
-                         f"got range [{ids.min()}, {ids.max()}]")
-    onehot = np.zeros((n, n_out), np.float32)
-    onehot[np.arange(n), ids] = 1.0
-    return onehot
-
-
-def token_targets(arr: np.ndarray, output_shape: tuple[int, ...], name: str) -> np.ndarray:
-    """Token ids (n, T) for a model whose outputs are (T, V) logits per sample."""
-    steps, vocab = output_shape
-    if arr.shape[1:] != (steps,):
-        raise ValueError(f"{name} must hold token ids of shape (n, {steps}) for outputs of shape {output_shape}, "
-                         f"got {arr.shape}")
-    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or (arr != np.round(arr)).any()):
-        raise ValueError(f"{name}: token ids must be integers")
-    if arr.size and (arr.min() < 0 or arr.max() >= vocab):
-        raise ValueError(f"{name}: token ids must be in [0, {vocab}), got range [{arr.min()}, {arr.max()}]")
-    return arr.astype(np.float32)
-
-
-# ---- numpy transforms ---------------------------------------------------------------------------------
-def log_softmax(z: np.ndarray) -> np.ndarray:
-    """log softmax over the last axis, stable for any magnitude."""
-    z = z - z.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
-
-
-def sigmoid(z: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-z)), the probabilities of binary logits, without overflow."""
-    return np.exp(-np.logaddexp(0.0, -z)).astype(z.dtype, copy=False)
-
-
-def softmax(z: np.ndarray) -> np.ndarray:
-    """softmax over the last axis (the probabilities of logits)."""
-    return np.exp(log_softmax(z))

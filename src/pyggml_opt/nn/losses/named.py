@@ -1,0 +1,158 @@
+"""The losses by name: cross-entropy (classes, token ids), binary cross-entropy, mse, mae, huber,
+mean and sum. Each per-sample loss is PyTorch's (see the package's docstring)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core import OptLoss
+from .. import ops
+from ..ops import Tensor
+from .base import Loss, register_loss
+from .numeric import class_rows, log_softmax, sigmoid
+
+HUBER_DELTA = 1.0
+
+
+class CrossEntropy(Loss):
+    """Softmax cross-entropy of logits against class ids, one-hot or probability rows, or token ids."""
+
+    name = "cross_entropy"
+    opt_loss = OptLoss.CROSS_ENTROPY
+    classes = True
+    logits = True
+    sequences = True
+
+    def targets(self, arr: np.ndarray, n: int, output_shape: tuple[int, ...], name: str) -> np.ndarray | None:
+        if len(output_shape) == 1 and arr.ndim == 1:
+            return class_rows(arr, n, output_shape[0], name)
+        return super().targets(arr, n, output_shape, name)
+
+    def check_rows(self, rows: np.ndarray, name: str) -> None:
+        if (rows < 0).any() or not np.allclose(rows.sum(axis=1), 1.0, atol=1e-3):
+            raise ValueError(f"{name}: {self.name} targets must be one-hot or probability rows (>= 0, summing to 1)")
+
+    def graph_constants(self, output_shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+        # sequence outputs (T, V): token ids become one-hot rows in the graph, through this table
+        return {"one_hot": np.eye(output_shape[1], dtype=np.float32)} if len(output_shape) == 2 else {}
+
+    def per_sample(self, outputs: Tensor, y: Tensor, constants: dict[str, Tensor]) -> Tensor:
+        if outputs.ndim == 3:   # token ids (n, T): the mean over a sample's tokens
+            n, steps, vocab = outputs.shape
+            targets = ops.reshape(ops.embedding(ops.to_int32(y), constants["one_hot"]), n * steps, vocab)
+            per_token = self.per_sample(ops.reshape(outputs, n * steps, vocab), targets, constants)
+            return ops.mean(ops.reshape(per_token, n, steps))
+        return ops.neg(ops.sum_rows(ops.mul(y, ops.log_softmax(outputs))))
+
+    def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
+        assert targets is not None  # has targets
+        o = outputs.astype(np.float64)
+        if o.ndim == 3:
+            ids = targets.astype(np.int64)[..., None]
+            return -np.take_along_axis(log_softmax(o), ids, axis=-1)[..., 0].mean(axis=1)
+        return -(targets.astype(np.float64) * log_softmax(o)).sum(axis=1)
+
+
+class BinaryCrossEntropy(Loss):
+    """Sigmoid cross-entropy of logits against labels in [0, 1] per output (PyTorch's BCEWithLogitsLoss)."""
+
+    name = "binary_cross_entropy"
+    binary = True
+    logits = True
+
+    def check_rows(self, rows: np.ndarray, name: str) -> None:
+        if (rows < 0).any() or (rows > 1).any():
+            raise ValueError(f"{name}: {self.name} targets must be in [0, 1] (labels 0 / 1 or probabilities)")
+
+    def per_sample(self, outputs: Tensor, y: Tensor, constants: dict[str, Tensor]) -> Tensor:
+        return ops.mean(ops.sub(ops.softplus(outputs), ops.mul(y, outputs)))
+
+    def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
+        assert targets is not None  # has targets
+        o, y = outputs.astype(np.float64), targets.astype(np.float64)
+        return (np.logaddexp(0.0, o) - y * o).mean(axis=1)
+
+    def probabilities(self, outputs: np.ndarray) -> np.ndarray:
+        return sigmoid(outputs)
+
+
+class _ElementWise(Loss):
+    """A per-sample mean over the outputs of an element-wise error of ``d = |o - y|``."""
+
+    def error(self, diff: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def host_error(self, d: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def per_sample(self, outputs: Tensor, y: Tensor, constants: dict[str, Tensor]) -> Tensor:
+        return ops.mean(self.error(ops.abs(ops.sub(outputs, y))))
+
+    def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
+        assert targets is not None  # has targets
+        return self.host_error(np.abs(outputs.astype(np.float64) - targets.astype(np.float64))).mean(axis=1)
+
+
+class MeanSquaredError(_ElementWise):
+    name = "mse"
+    opt_loss = OptLoss.MEAN_SQUARED_ERROR
+
+    def error(self, diff: Tensor) -> Tensor:
+        return ops.sqr(diff)
+
+    def host_error(self, d: np.ndarray) -> np.ndarray:
+        return d ** 2
+
+
+class MeanAbsoluteError(_ElementWise):
+    name = "mae"
+
+    def error(self, diff: Tensor) -> Tensor:
+        return diff
+
+    def host_error(self, d: np.ndarray) -> np.ndarray:
+        return d
+
+
+class Huber(_ElementWise):
+    name = "huber"
+
+    def error(self, diff: Tensor) -> Tensor:
+        # 0.5 min(|d|, delta)^2 + delta relu(|d| - delta): both pieces of the Huber loss, from ops ggml
+        # can differentiate (no select)
+        over = ops.relu(ops.scale(diff, 1.0, -HUBER_DELTA))
+        inside = ops.sub(diff, over)
+        return ops.add(ops.scale(ops.sqr(inside), 0.5), ops.scale(over, HUBER_DELTA))
+
+    def host_error(self, d: np.ndarray) -> np.ndarray:
+        return np.where(d < HUBER_DELTA, 0.5 * d ** 2, HUBER_DELTA * (d - 0.5 * HUBER_DELTA))
+
+
+class Mean(Loss):
+    """The model's outputs are the loss: their mean per sample (no targets)."""
+
+    name = "mean"
+    opt_loss = OptLoss.MEAN
+    has_targets = False
+    weighted = False
+
+    def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
+        return outputs.astype(np.float64).mean(axis=1)
+
+
+class Sum(Mean):
+    """The model's outputs are the loss: their sum per sample and over the samples (no targets)."""
+
+    name = "sum"
+    opt_loss = OptLoss.SUM
+
+    def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
+        return outputs.astype(np.float64).sum(axis=1)
+
+    def reported(self, mean: float, unc: float, count: int) -> tuple[float, float]:
+        return mean * count, unc * count
+
+
+for _cls in (CrossEntropy, BinaryCrossEntropy, MeanSquaredError, MeanAbsoluteError, Huber, Mean, Sum):
+    register_loss(_cls)
+
+DEFAULT = CrossEntropy.name  # fit's and evaluate's loss unless told

@@ -1,0 +1,56 @@
+"""The numbers of losses in numpy: targets checked and converted (float rows, class ids as one-hot
+rows, token ids), and the transforms of logits (log softmax, softmax, sigmoid)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def finite_float32(arr: np.ndarray, name: str) -> np.ndarray:
+    """Targets as float32, refusing NaN and inf (also where float32 overflows)."""
+    out = arr.astype(np.float32, copy=False)
+    if not np.isfinite(out).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    return out
+
+
+def class_rows(arr: np.ndarray, n: int, n_out: int, name: str) -> np.ndarray:
+    """Class ids (n,) in [0, n_out) as one-hot float32 rows."""
+    if arr.dtype.kind == "f":
+        if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
+            raise ValueError(f"{name}: class ids must be integers")
+    ids = arr.astype(np.int64)
+    if ids.min() < 0 or ids.max() >= n_out:
+        raise ValueError(f"{name}: class ids must be in [0, {n_out}) for a model with {n_out} outputs, "
+                         f"got range [{ids.min()}, {ids.max()}]")
+    onehot = np.zeros((n, n_out), np.float32)
+    onehot[np.arange(n), ids] = 1.0
+    return onehot
+
+
+def token_targets(arr: np.ndarray, output_shape: tuple[int, ...], name: str) -> np.ndarray:
+    """Token ids (n, T) for a model whose outputs are (T, V) logits per sample."""
+    steps, vocab = output_shape
+    if arr.shape[1:] != (steps,):
+        raise ValueError(f"{name} must hold token ids of shape (n, {steps}) for outputs of shape {output_shape}, "
+                         f"got {arr.shape}")
+    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or (arr != np.round(arr)).any()):
+        raise ValueError(f"{name}: token ids must be integers")
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab):
+        raise ValueError(f"{name}: token ids must be in [0, {vocab}), got range [{arr.min()}, {arr.max()}]")
+    return arr.astype(np.float32)
+
+
+def log_softmax(z: np.ndarray) -> np.ndarray:
+    """log softmax over the last axis, stable for any magnitude."""
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-z)), the probabilities of binary logits, without overflow."""
+    return np.exp(-np.logaddexp(0.0, -z)).astype(z.dtype, copy=False)
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    """softmax over the last axis (the probabilities of logits)."""
+    return np.exp(log_softmax(z))
