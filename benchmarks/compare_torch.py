@@ -230,8 +230,7 @@ def _validation_buffers_mb(net) -> dict | None:
     """Compute buffers of fit's validation: the session's scheduler (a batch size's first forward, on
     ggml-opt's allocation-based graphs) and the forward graphs cached per batch size (its later ones)."""
     try:
-        from pyggml_opt.training.session import SESSION
-        s = net.attachment(SESSION)
+        s = net.session
         return {"session_scheduler": sched_buffer_mb(s.scheduler),
                 "forward_cache": sum(sched_buffer_mb(g.scheduler) or 0.0 for g in s.forwards._graphs.values())}
     except Exception:  # noqa: BLE001 - informational only

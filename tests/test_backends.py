@@ -54,13 +54,13 @@ def test_backend_name_errors():
 def test_predict_and_evaluate_default_to_the_models_backend():
     m = mlp()
     m.fit(X, Y, epochs=1, batch_size=8, backend="CPU", **FAST)
-    assert m.attachment("session").device == "CPU"
+    assert m.session.device == "CPU"
     p = m.predict(X)  # no backend given: the model's, not a new session
-    session = m.attachment("session")
+    session = m.session
     m.evaluate(X, Y)
-    assert m.attachment("session") is session
+    assert m.session is session
     np.testing.assert_array_equal(m.predict(X, backend="cpu"), p)
-    assert m.attachment("session") is session  # the same device in another spelling keeps the session
+    assert m.session is session  # the same device in another spelling keeps the session
 
 
 def test_the_backend_is_remembered_across_close_and_copies():
@@ -69,10 +69,10 @@ def test_the_backend_is_remembered_across_close_and_copies():
     m.fit(X, Y, epochs=1, batch_size=8, backend="cpu", **FAST)
     assert m.backend == "CPU"
     m.close()
-    assert m.backend == "CPU" and m.attachment("session") is None
+    assert m.backend == "CPU" and m.session is None
     assert copy.deepcopy(m).backend == "CPU"
     m.predict(X)
-    assert m.attachment("session").device == "CPU"
+    assert m.session.device == "CPU"
 
 
 def _registries() -> dict[str, list[str]]:

@@ -153,8 +153,8 @@ def test_model_with_block_frees_native_memory_and_keeps_weights():
     with mlp() as m:
         m.fit(X, Y, epochs=1, batch_size=8, **FAST)
         p = m.predict(X)
-        assert m.attachment("session") is not None
-    assert m.attachment("session") is None  # scheduler and inference graphs freed on exit
+        assert m.session is not None
+    assert m.session is None  # scheduler and inference graphs freed on exit
     np.testing.assert_array_equal(m.predict(X), p)  # usable again: re-created on demand
     m.close()
 

@@ -144,3 +144,20 @@ def test_default_threads_follow_the_affinity_mask():
                          text=True, timeout=60,
                          env={k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}).stdout
     assert int(out) == 1
+
+
+def test_nn_networks_carry_no_training_state_and_copies_keep_the_models():
+    """nn's networks know nothing of training: what fit leaves (history, optimizer state, session ...)
+    is a model's (training.trainable.Trainable), and only a model trains; copies keep it."""
+    net = pgo.nn.SequentialNetwork([pgo.layers.Linear(6, 3)], input_shape=(6,))
+    assert not any(hasattr(net, a) for a in ("history", "optimizer_state", "stop_training", "busy", "session"))
+    with pytest.raises(TypeError, match="must be a pyggml_opt model, got SequentialNetwork"):
+        pgo.fit(net, X, Y, **FAST)
+    assert pickle.loads(pickle.dumps(net)).get_weights().keys() == net.get_weights().keys()
+    m = mlp()
+    m.fit(X, Y, epochs=1, batch_size=8, **FAST)
+    assert m.session is not None
+    c = pickle.loads(pickle.dumps(m))
+    assert c.session is None and c.history["loss"] == m.history["loss"] and c.optimizer_state.iter == 1 + 4
+    m.close()
+    assert m.session is None

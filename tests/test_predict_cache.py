@@ -13,7 +13,6 @@ from support import FAST, blobs, mlp
 import pyggml_opt as pgo
 from pyggml_opt.core import Backend
 from pyggml_opt.saving import load_weights
-from pyggml_opt.training.session import SESSION
 
 X, Y = blobs(n=70)
 
@@ -33,7 +32,7 @@ def chunked(m, x, batch_size):
 
 
 def cached_sizes(m) -> int:
-    return len(m.attachment(SESSION).forwards)
+    return len(m.session.forwards)
 
 
 def test_repeated_calls_and_batch_sizes():
@@ -59,7 +58,7 @@ def test_several_full_batches_use_only_the_cached_graph():
     validation every epoch). A lone batch of a new size still runs allocation-based."""
     m = mlp()
     m.fit(X, Y, epochs=1, batch_size=16, physical_batch_size=8, validation_split=0.4, **FAST)  # 28: 8, 8, 8, 4
-    s = m.attachment(SESSION)
+    s = m.session
     assert s.inference is not None and cached_sizes(m) == 1     # the remainder of 4 ran allocation-based
     s.inference.close()
     s.inference = None
@@ -161,7 +160,7 @@ def test_two_models_interleaved():
 def test_close_frees_and_predict_rebuilds():
     m = mlp()
     a = m.predict(X, batch_size=32, n_threads=1)
-    forwards = m.attachment(SESSION).forwards
+    forwards = m.session.forwards
     m.close()
     assert len(forwards) == 0
     np.testing.assert_array_equal(m.predict(X, batch_size=32, n_threads=1), a)
@@ -214,7 +213,7 @@ def test_failed_run_between_alloc_and_eval_is_replaced():
     m = mlp()
     a = m.predict(X[:4], n_threads=1)
     m.predict(X[:4], n_threads=1)
-    s = m.attachment(SESSION)
+    s = m.session
     store = m.params_on(s.scheduler.main)
     graph = s.forwards.get(m, store, 4)
     with pytest.raises(ValueError):

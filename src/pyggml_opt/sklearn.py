@@ -35,10 +35,11 @@ from .nn import Network, layers
 from .nn.layers import Layer
 from .nn.losses import CrossEntropy, Loss, MeanSquaredError
 from .training import AdamW, Callback, EarlyStopping
+from .training.trainable import Trainable
 
 _E = TypeVar("_E", bound="_GGMLEstimator")
 # ``module``: a model, or a function (n_features, n_outputs) -> model
-Module = Union[Network, Callable[[int, int], Network]]
+Module = Union[Trainable, Callable[[int, int], Trainable]]
 
 ACTIVATIONS = {"identity": None, "logistic": layers.Sigmoid, "tanh": layers.Tanh, "relu": layers.ReLU}
 
@@ -62,7 +63,7 @@ class _Scores(Callback):
         self.score = score
         self.scores: list[float] = []
 
-    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
+    def on_epoch_end(self, model: Trainable, epoch: int, logs: dict) -> None:
         self.scores.append(self.score(logs))
 
 
@@ -72,7 +73,7 @@ class _GGMLEstimator(BaseEstimator):
     _loss: Loss
     _multi_output: bool
     # fitted attributes (scikit-learn's convention: absent until fit)
-    model_: Network
+    model_: Trainable
     input_shape_: tuple[int, ...]
     loss_curve_: list[float]
     loss_: float
@@ -132,7 +133,7 @@ class _GGMLEstimator(BaseEstimator):
         if not self.alpha >= 0 or not self.learning_rate_init > 0 or not self.tol >= 0:
             raise ValueError("alpha and tol must be >= 0 and learning_rate_init > 0")
 
-    def _network(self, n_features: int, n_outputs: int) -> Network:
+    def _network(self, n_features: int, n_outputs: int) -> Trainable:
         """A new network for the data: a copy of ``module`` (a model, or a function
         (n_features, n_outputs) -> model), else the MLP of ``hidden_layer_sizes``."""
         module = self.module
@@ -148,11 +149,11 @@ class _GGMLEstimator(BaseEstimator):
                 width = h
             stack.append(layers.Linear(width, n_outputs))
             return Sequential(stack)
-        if isinstance(module, Network):
+        if isinstance(module, Trainable):
             model = module.clone()
         elif callable(module):
             model = module(n_features, n_outputs)
-            if not isinstance(model, Network):
+            if not isinstance(model, Trainable):
                 raise TypeError(f"module(n_features, n_outputs) must return a pyggml_opt model, got {type(model).__name__}")
         else:
             raise TypeError(f"module must be a pyggml_opt model or a function returning one, got {type(module).__name__}")

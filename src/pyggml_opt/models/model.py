@@ -8,9 +8,10 @@ import inspect
 from typing import Any, Callable, TypeVar, cast
 
 from .. import nn
-from ..nn import Network, register
+from ..nn import register
 from ..saving import save
 from ..training import evaluate, fit, generate, predict
+from ..training.trainable import Trainable
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -33,8 +34,8 @@ def _method(fn: _F, example: str) -> _F:
     return cast(_F, method)  # the same signature as fn's, self in place of the model
 
 
-class Model(Network):
-    """A network with the training API: ``fit``, ``evaluate``, ``predict``, ``generate`` (language
+class Model(Trainable):
+    """A network with the training API and training's state (``training.trainable``): ``fit``, ``evaluate``, ``predict``, ``generate`` (language
     models; ``pyggml_opt.training``) and ``save`` (``pyggml_opt.saving``). ``with model:`` frees its ggml
     memory at the end."""
 

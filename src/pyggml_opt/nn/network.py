@@ -3,16 +3,16 @@
 A network is built for an input shape (batch axis excluded): its parameters get names, shapes and
 initial values drawn from ``seed``. Weights live in numpy until the network is first run, then in a
 backend buffer (``ParamStore``); ``get_weights`` / ``set_weights`` move them as dicts of arrays.
-Layers above this one (training) keep what they make for a network, such as its scheduler and
-cached graphs, as *attachments*: ``close()`` frees them with the parameter buffer, and so does
-dropping the network. Copies (``copy.copy``, ``copy.deepcopy``, ``clone``) are independent: same
-architecture, weights, loss and history, no native state shared.
+``close()`` frees that buffer, and so does dropping the network. Copies (``copy.copy``,
+``copy.deepcopy``, ``clone``, pickle) are independent: same architecture, weights and loss, no
+native state shared; a subclass adds what its copies keep (``_copied_state``: training's, in
+``training.trainable``).
 """
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar, Union
+from typing import Any, Callable, Optional, Sequence, TypeVar, Union, cast
 
 import numpy as np
 
@@ -27,12 +27,6 @@ from .use_lock import UseLock
 _N = TypeVar("_N", bound="Network")
 # A row of ``summary``: label, output shape (None for the batch axis) or a text, parameter names.
 SummaryRow = tuple[str, Union[tuple[Optional[int], ...], str], list[str]]
-
-
-class Closeable(Protocol):
-    """What a network keeps as an attachment."""
-
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -61,21 +55,14 @@ class Network:
         self.param_shapes: dict[str, tuple[int, ...]] = {}
         self._buffers: frozenset[str] = frozenset()
         self._step_inputs: dict[str, tuple[int, ...]] = {}
-        # the loss last trained with, as fit's ``loss`` (a name, a Loss, a loss function) or a file's entry
-        # (predict applies the loss's probabilities: softmax after cross-entropy)
+        # the loss the outputs are for (``nn.losses``: a name, a Loss, a loss function, or a model file's
+        # entry): what predict turns them into, what evaluate computes by default, what files record
         self.loss: LossSpec | None = None
         self.backend: str | None = None  # the ggml device the network last ran on (kept by close and copies)
-        # Set by training, a layer above this one (a training.History, a saving.OptimizerState): Any here.
-        self.history: Any = None
-        self.optimizer_state: Any = None  # what training left to continue from (opaque here; copies keep it)
-        self.stop_training = False
         self._weights: dict[str, np.ndarray] | None = None
         self._store: ParamStore | None = None
-        self._attachments: dict[str, Closeable] = {}
-        # Held by each fit / predict / evaluate / generate / close call (UseLock); ``busy`` says what
-        # pins the parameters (fit running).
+        # Held by each call that uses the network's native state (fit, predict, evaluate, generate, close)
         self.lock = UseLock()
-        self.busy: str | None = None
 
     # ---- to implement -----------------------------------------------------------------------------
     def _build_shapes(self, input_shape: tuple[int, ...]) -> NetworkShapes:
@@ -245,31 +232,16 @@ class Network:
 
     # ---- native resources -----------------------------------------------------------------------------
     def check_not_busy(self, what: str) -> None:
-        """RuntimeError while something (fit) uses the parameter buffer: freeing or replacing it from
-        a callback would crash."""
-        if self.busy is not None:
-            raise RuntimeError(f"cannot {what} the model while {self.busy} (called from a callback)")
-
-    def attachment(self, key: str) -> Any:
-        """What an upper layer attached under ``key``, or None (of that layer's type: Any here)."""
-        return self._attachments.get(key)
-
-    def attach(self, key: str, resource: Closeable) -> None:
-        """Keep ``resource`` (an object with ``close()``) for this network, closing what was there."""
-        old = self._attachments.pop(key, None)
-        if old is not None and old is not resource:
-            old.close()
-        self._attachments[key] = resource
+        """RuntimeError where ``what`` (build, close) must wait: a subclass says when its parameter buffer
+        is pinned by a running computation (training's, in ``training.trainable``); here never."""
 
     def close(self) -> None:
-        """Free the ggml memory of the weights and of everything attached (the weights stay available
-        in numpy; using the network again re-creates what it needs). Idempotent. Waits for calls
-        of other threads that use the network (fit included) to end."""
+        """Free the ggml memory of the weights (they stay available in numpy; using the network again
+        re-creates what it needs). Idempotent. Waits for calls of other threads that use the network
+        to end."""
         with self.lock:
             self.check_not_busy("close")
             self._drop_store()
-            while self._attachments:
-                self._attachments.popitem()[1].close()
 
     def __enter__(self: _N) -> _N:
         return self
@@ -278,23 +250,35 @@ class Network:
         self.close()
 
     # ---- copies -------------------------------------------------------------------------------------------
-    def clone(self) -> "Network":
-        """An independent copy: same architecture, weights, loss, history and optimizer state; no native
+    def clone(self: _N) -> _N:
+        """An independent copy: same architecture, weights and what ``_copied_state`` keeps; no native
         state shared."""
         rebuild, args = self.__reduce__()
-        return rebuild(*args[:-2], *copy.deepcopy(args[-2:]))  # history and optimizer state are mutable
+        return cast(_N, rebuild(*args[:-1], copy.deepcopy(args[-1])))  # the copied state may be mutable
 
     def __reduce__(self) -> tuple[Callable[..., Network], tuple[Any, ...]]:
-        # What pickle (and clone) keep: the architecture, the weights in numpy, the loss, the history.
-        # Checked here, not only in restore: a pickle that cannot be loaded again is a model lost.
+        # What pickle (and clone) keep: the architecture, the weights in numpy, the backend, the state
+        # of the subclass. Checked here, not only in restore: a pickle that cannot be loaded again is a
+        # model lost.
         config = self.get_config()
         weights = None
         if self.built:
             assert self.input_shape is not None  # built
             check_rebuilds(type(self), config, self.input_shape, self.param_shapes)
             weights = self.get_weights()
-        return restore, (type(self), config, self.input_shape, weights, self.loss, self.backend,
-                         self.history, self.optimizer_state)
+        return restore_network, (type(self), config, self.input_shape, weights, self.backend, self._copied_state())
+
+    def _copied_state(self) -> dict[str, Any]:
+        """What copies and pickles keep besides architecture and weights, by name (a subclass adds to it)."""
+        return {"loss": self.loss}
+
+    def _restore_copied_state(self, state: dict[str, Any]) -> None:
+        """Take ``_copied_state``'s dict back in a copy (ValueError for state this class does not keep:
+        it would be lost)."""
+        self.loss = state.get("loss")
+        kept = sorted(k for k, v in state.items() if v is not None and k != "loss")
+        if kept:
+            raise ValueError(f"a {type(self).__name__} keeps no {kept}")
 
     def __copy__(self) -> "Network":
         return self.clone()
@@ -347,16 +331,23 @@ class Network:
         return "\n".join(lines)
 
 
-def restore(cls: type[Network], config: dict, input_shape: Sequence[int] | None, weights: dict[str, np.ndarray] | None,
-            loss: LossSpec | None, backend: str | None, history: Any,
-            optimizer_state: Any = None) -> Network:
+def restore_network(cls: type[Network], config: dict, input_shape: Sequence[int] | None,
+                    weights: dict[str, np.ndarray] | None, backend: str | None, state: dict[str, Any]) -> Network:
     """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
     network = cls.from_config(config)
     if input_shape is not None:
         network.build_with_weights(input_shape, weights)  # type: ignore[arg-type]  # checked there
-    network.loss, network.backend, network.history = loss, backend, history
-    network.optimizer_state = optimizer_state
+    network.backend = backend
+    network._restore_copied_state(state)
     return network
+
+
+def restore(cls: type[Network], config: dict, input_shape: Sequence[int] | None, weights: dict[str, np.ndarray] | None,
+            loss: object, backend: str | None, history: object, optimizer_state: object = None) -> Network:
+    """What pickles of the versions before issue 28 call: their state is the loss, and training's history
+    and optimizer state, which this layer passes on unread."""
+    return restore_network(cls, config, input_shape, weights, backend,
+                           {"loss": loss, "history": history, "optimizer_state": optimizer_state})
 
 
 CONFIG_HINT = (": does every layer's get_config() return all of its constructor's arguments (a custom layer "

@@ -16,10 +16,10 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from ..checks import check_choice, check_int, check_number
-from ..nn import Network
 from ..core import OptimizerState
 from ..saving import save, save_checkpoint
 from .history import History
+from .trainable import Trainable
 from .metrics import Metric, direction_of
 from .optimizers import Optimizer
 
@@ -49,17 +49,17 @@ class Callback:
         """Called before ``on_train_begin`` with the running fit loop, and with None after ``on_train_end``."""
         self.trainer = trainer
 
-    def on_train_begin(self, model: Network) -> None: ...
-    def on_epoch_begin(self, model: Network, epoch: int) -> None: ...
-    def on_batch_end(self, model: Network, batch: int, logs: dict) -> None: ...
-    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None: ...
-    def on_train_end(self, model: Network) -> None: ...
+    def on_train_begin(self, model: Trainable) -> None: ...
+    def on_epoch_begin(self, model: Trainable, epoch: int) -> None: ...
+    def on_batch_end(self, model: Trainable, batch: int, logs: dict) -> None: ...
+    def on_epoch_end(self, model: Trainable, epoch: int, logs: dict) -> None: ...
+    def on_train_end(self, model: Trainable) -> None: ...
 
 
 class CallbackList:
     """Calls every callback's hook in the order given."""
 
-    def __init__(self, callbacks: Iterable[Callback] | None, model: Network, trainer: Trainer | None) -> None:
+    def __init__(self, callbacks: Iterable[Callback] | None, model: Trainable, trainer: Trainer | None) -> None:
         self.callbacks = list(callbacks or [])
         for cb in self.callbacks:
             if not isinstance(cb, Callback):
@@ -106,25 +106,25 @@ class RecordHistory(Callback):
     def __init__(self, history: History) -> None:
         self.history = history
 
-    def on_train_begin(self, model: Network) -> None:
+    def on_train_begin(self, model: Trainable) -> None:
         model.history = self.history
 
-    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
+    def on_epoch_end(self, model: Trainable, epoch: int, logs: dict) -> None:
         self.history.append(epoch, logs)
 
 
 class LambdaCallback(Callback):
     """Callback from plain functions: on_batch_end(model, batch, logs), on_epoch_end(model, epoch, logs)."""
 
-    def __init__(self, on_batch_end: Callable[[Network, int, dict], object] | None = None,
-                 on_epoch_end: Callable[[Network, int, dict], object] | None = None) -> None:
+    def __init__(self, on_batch_end: Callable[[Trainable, int, dict], object] | None = None,
+                 on_epoch_end: Callable[[Trainable, int, dict], object] | None = None) -> None:
         self._batch, self._epoch = on_batch_end, on_epoch_end
 
-    def on_batch_end(self, model: Network, batch: int, logs: dict) -> None:
+    def on_batch_end(self, model: Trainable, batch: int, logs: dict) -> None:
         if self._batch:
             self._batch(model, batch, logs)
 
-    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
+    def on_epoch_end(self, model: Trainable, epoch: int, logs: dict) -> None:
         if self._epoch:
             self._epoch(model, epoch, logs)
 
@@ -162,7 +162,7 @@ class MonitorCallback(Callback):
         self.best_epoch: int | None = None
         self.wait = 0
 
-    def on_train_begin(self, model: Network) -> None:
+    def on_train_begin(self, model: Trainable) -> None:
         self.reset()
 
     def value(self, logs: dict) -> float:
@@ -204,7 +204,7 @@ class EarlyStopping(MonitorCallback):
         self.best_weights: dict[str, np.ndarray] | None = None
         self.stopped_epoch: int | None = None
 
-    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
+    def on_epoch_end(self, model: Trainable, epoch: int, logs: dict) -> None:
         if self.update(epoch, logs):
             if self.restore_best_weights:
                 self.best_weights = model.get_weights()
@@ -212,7 +212,7 @@ class EarlyStopping(MonitorCallback):
             self.stopped_epoch = epoch
             model.stop_training = True
 
-    def on_train_end(self, model: Network) -> None:
+    def on_train_end(self, model: Trainable) -> None:
         if self.restore_best_weights and self.best_weights is not None:
             model.set_weights(self.best_weights)
 
@@ -230,15 +230,16 @@ class ModelCheckpoint(MonitorCallback):
         self.path, self.save_best_only, self.save_optimizer = str(path), save_best_only, save_optimizer
         self.saved: list[str] = []
 
-    def on_train_begin(self, model: Network) -> None:
+    def on_train_begin(self, model: Trainable) -> None:
         pass  # as Keras: the best value so far carries over to the next fit with this callback
 
-    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
+    def on_epoch_end(self, model: Trainable, epoch: int, logs: dict) -> None:
         if self.save_best_only and not self.update(epoch, logs):
             return
         path = self.path.format(epoch=epoch + 1)
         if self.save_optimizer and self.trainer is not None:
             # the moments as views, written at once: no copy of twice the parameters on top of fit's memory
+            assert model.history is not None  # set when training began (RecordHistory)
             save_checkpoint(model, path, epoch + 1, self.trainer.optimizer_state(copy=False), model.history.to_dict())
         else:
             save(model, path)
@@ -259,13 +260,13 @@ class ReduceLROnPlateau(MonitorCallback):
         self.verbose = verbose
         self.cooldown_counter = 0
 
-    def on_train_begin(self, model: Network) -> None:
+    def on_train_begin(self, model: Trainable) -> None:
         super().on_train_begin(model)
         self.cooldown_counter = 0
         if self.trainer is not None and self.trainer.optimizer.schedule is not None:
             raise ValueError("ReduceLROnPlateau needs a constant learning rate; this optimizer's lr is a schedule")
 
-    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
+    def on_epoch_end(self, model: Trainable, epoch: int, logs: dict) -> None:
         if self.cooldown_counter > 0:
             self.cooldown_counter -= 1
             self.wait = 0

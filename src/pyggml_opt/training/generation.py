@@ -11,8 +11,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..checks import check_int, check_number
-from ..nn import Network, check_network
+from ..nn import Network
 from .session import exclusive_use, session_for
+from .trainable import Trainable, check_trainable
 
 
 def _check_language_model(model: Network) -> tuple[int, int]:
@@ -42,7 +43,7 @@ def sample(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.ra
     return np.minimum((cdf <= u[:, None]).sum(axis=1), z.shape[1] - 1)
 
 
-def generate(model: Network, prompt_ids: ArrayLike, max_new_tokens: int, *, temperature: float = 1.0,
+def generate(model: Trainable, prompt_ids: ArrayLike, max_new_tokens: int, *, temperature: float = 1.0,
              top_k: int | None = None, seed: int | None = None, backend: str | None = None,
              n_threads: int | None = None) -> np.ndarray:
     """The prompt followed by ``max_new_tokens`` ids sampled one at a time from a causal language model
@@ -55,7 +56,7 @@ def generate(model: Network, prompt_ids: ArrayLike, max_new_tokens: int, *, temp
        the same model, prompt and seed give the same ids.
     Returns int32 ids of shape (L + max_new_tokens,) or (n, L + max_new_tokens).
     """
-    check_network(model)
+    check_trainable(model)
     context, vocab = _check_language_model(model)
     ids = np.asarray(prompt_ids)
     if ids.dtype.kind not in "iu":
@@ -78,7 +79,7 @@ def generate(model: Network, prompt_ids: ArrayLike, max_new_tokens: int, *, temp
     return out[0] if single else out
 
 
-def _sample_into(model: Network, out: np.ndarray, start: int, context: int, temperature: float,
+def _sample_into(model: Trainable, out: np.ndarray, start: int, context: int, temperature: float,
                  top_k: int | None, rng: np.random.Generator, backend: str | None, n_threads: int | None) -> None:
     """Fill ``out[:, start:]`` with sampled ids, each conditioned on the ids before it."""
     s = session_for(model, backend, n_threads)

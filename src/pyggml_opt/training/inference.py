@@ -17,12 +17,13 @@ from numpy.typing import ArrayLike
 from .._lib import lib
 from ..checks import check_int
 from ..core import OptContext, OptLoss, Scheduler, tensor_data
-from ..nn import AllocGraph, Network, ParamStore, check_network, ops
+from ..nn import AllocGraph, Network, ParamStore, ops
 from ..nn.losses import DEFAULT, Loss, LossSpec, find_loss, get_loss, softmax
 from .arguments import check_x, targets
 from .logs import evaluation_logs
 from .metrics import Metric, Metrics, get_metrics
-from .session import SESSION, Session, device_of, exclusive_use, session_for
+from .session import Session, device_of, exclusive_use, session_for
+from .trainable import Trainable, check_trainable
 
 
 class Inference:
@@ -62,14 +63,14 @@ class Inference:
         self.opt_ctx.close()
 
 
-def forward(network: Network, x: np.ndarray, batch_size: int, backend: str | None = None,
+def forward(network: Trainable, x: np.ndarray, batch_size: int, backend: str | None = None,
             n_threads: int | None = None, labels: np.ndarray | None = None,
             loss: Loss | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Raw outputs (n, n_out) of ``network`` for checked samples ``x``, on ``backend`` (default: the
     network's own), and for a loss evaluated in the graph with label rows ``labels`` the loss per sample.
     The caller holds the network's lock."""
     device = device_of(network, backend)
-    current: Session | None = network.attachment(SESSION)
+    current = network.session
     if network.busy is not None and current is not None and device != current.device:
         # from a callback of fit: another backend would move the parameters fit is using
         raise ValueError(f"predict / evaluate during fit must use fit's backend {current.device!r}, got {backend!r}")
@@ -106,7 +107,7 @@ def forward(network: Network, x: np.ndarray, batch_size: int, backend: str | Non
     return np.concatenate(outputs, axis=0), np.concatenate(losses) if losses else None
 
 
-def predict(model: Network, x: ArrayLike, *, batch_size: int = 256, logits: bool | None = None,
+def predict(model: Trainable, x: ArrayLike, *, batch_size: int = 256, logits: bool | None = None,
             backend: str | None = None, n_threads: int | None = None) -> np.ndarray:
     """Model outputs for every sample of ``x`` (any n), shape (n, n_out).
 
@@ -115,7 +116,7 @@ def predict(model: Network, x: ArrayLike, *, batch_size: int = 256, logits: bool
     ``logits=True``; after a loss function, the raw outputs. ``backend``: default the one
     the model last ran on (the CPU for a new model).
     """
-    check_network(model)
+    check_trainable(model)
     batch_size = check_int("batch_size", batch_size)
     x = check_x(model, x)
     model.require_built()
@@ -128,7 +129,7 @@ def predict(model: Network, x: ArrayLike, *, batch_size: int = 256, logits: bool
     return loss.probabilities(out) if loss is not None else softmax(out)
 
 
-def validate(model: Network, x: np.ndarray, t: np.ndarray | None, loss: Loss, metrics: Sequence[Metric],
+def validate(model: Trainable, x: np.ndarray, t: np.ndarray | None, loss: Loss, metrics: Sequence[Metric],
              batch_size: int, backend: str | None = None, n_threads: int | None = None) -> dict[str, float]:
     """The loss and ``metrics`` (bound ``Metric`` objects) of ``model`` on checked samples ``x`` and
     targets ``t``: the logs of evaluate and of fit's validation. The caller holds the network's lock."""
@@ -138,18 +139,18 @@ def validate(model: Network, x: np.ndarray, t: np.ndarray | None, loss: Loss, me
 
 
 @overload
-def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
+def evaluate(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
              metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
              return_uncertainty: bool = False, return_dict: Literal[False] = False) -> tuple[float, ...]: ...
 
 
 @overload
-def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
+def evaluate(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
              metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
              return_uncertainty: bool = False, return_dict: Literal[True]) -> dict[str, float]: ...
 
 
-def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
+def evaluate(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
              metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
              return_uncertainty: bool = False, return_dict: bool = False) -> tuple[float, ...] | dict[str, float]:
     """The loss and the metrics of ``model`` on ``x``, ``y``.
@@ -164,7 +165,7 @@ def evaluate(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, loss: 
     accuracy_unc, ...). With ``return_dict`` a dict of the same values by name instead: "loss",
     the metrics' names, and with ``return_uncertainty`` their "_unc" entries (as fit's logs).
     """
-    check_network(model)
+    check_trainable(model)
     resolved = get_loss(loss or model.loss or DEFAULT)
     batch_size = check_int("batch_size", batch_size)
     x = check_x(model, x)

@@ -34,7 +34,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..checks import check_choice, check_int
-from ..nn import Network, check_network
 from ..nn.losses import DEFAULT as DEFAULT_LOSS
 from ..nn.losses import LossSpec, function_entry_name, get_loss
 from ..core import OptimizerState
@@ -53,6 +52,7 @@ from .optimizers import get as get_optimizer
 from .plan import Batching, FitPlan, plan_fit
 from .progress import Progress
 from .session import TrainingSession, exclusive_use, session_for
+from .trainable import Trainable, check_trainable
 
 MAX_EPOCH_STEPS_ENV = "PYGGML_OPT_MAX_EPOCH_STEPS"
 
@@ -80,7 +80,7 @@ class FitLoop:
     Callbacks see it as ``callback.trainer`` (``optimizer``, ``optimizer_state()``, ``metrics``,
     ``epochs``, ``n_batches``). ``callbacks`` hold fit's History (``history``) and progress display."""
 
-    def __init__(self, model: Network, train: TrainingSession, plan: FitPlan, optimizer: Optimizer,
+    def __init__(self, model: Trainable, train: TrainingSession, plan: FitPlan, optimizer: Optimizer,
                  callbacks: CallbackList, history: History) -> None:
         self.model, self.train, self.plan, self.optimizer = model, train, plan, optimizer
         self.n_train = train.x.shape[0]
@@ -193,7 +193,7 @@ def check_resumed_metrics(history: dict, metrics: list[Metric]) -> None:
                          "resume with the same metrics=")
 
 
-def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int = 1, batch_size: int = 32,
+def fit(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int = 1, batch_size: int = 32,
         physical_batch_size: int | None = None, validation_split: float = 0.0,
         validation_data: tuple[ArrayLike, ArrayLike | None] | None = None, loss: LossSpec = DEFAULT_LOSS,
         optimizer: Optimizer | str = "adamw", shuffle: bool | int | str = True, seed: int | None = 0,
@@ -260,7 +260,7 @@ def fit(model: Network, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int
        RuntimeWarning), to smoke-run a script at its own settings (tests/test_snippets.py).
     Returns a History (also stored as ``model.history``).
     """
-    check_network(model)
+    check_trainable(model)
     resolved = get_loss(loss)
     epochs = check_int("epochs", epochs, 0)
     batch_size, physical = check_batch_sizes(batch_size, physical_batch_size)

@@ -7,8 +7,8 @@ import sys
 import time
 from typing import TextIO
 
-from ..nn import Network
 from .callbacks import Callback
+from .trainable import Trainable
 
 
 def _fmt(logs: dict, prefix: str = "") -> str:
@@ -41,17 +41,17 @@ class Progress(Callback):
         self.needs_batch_logs = self.verbose == 1
         self._epoch, self._t0 = 0, 0.0
 
-    def on_train_begin(self, model: Network) -> None:
+    def on_train_begin(self, model: Trainable) -> None:
         if self.trainer is not None:
             self.epochs, self.nbatches = self.trainer.epochs, self.trainer.n_batches
 
-    def on_epoch_begin(self, model: Network, epoch: int) -> None:
+    def on_epoch_begin(self, model: Trainable, epoch: int) -> None:
         self._epoch, self._t0 = epoch, time.perf_counter()
 
-    def on_batch_end(self, model: Network, batch: int, logs: dict) -> None:
+    def on_batch_end(self, model: Trainable, batch: int, logs: dict) -> None:
         self.batch(self._epoch, batch, logs, self._t0)
 
-    def on_epoch_end(self, model: Network, epoch: int, logs: dict) -> None:
+    def on_epoch_end(self, model: Trainable, epoch: int, logs: dict) -> None:
         self.epoch(epoch, logs)
 
     def batch(self, epoch: int, ibatch: int, logs: dict, t0: float) -> None:

@@ -16,8 +16,7 @@ from .forward_cache import ForwardCache
 from .loss_graph import weighted_loss
 from .optimizers import Optimizer
 from .plan import FitPlan
-
-SESSION = "session"  # the key of a network's Session among its attachments
+from .trainable import Trainable
 
 
 class CachedInference(Protocol):
@@ -32,7 +31,7 @@ class Session:
     """The scheduler that runs a network's graphs on one backend (the CPU as fallback), the inference
     context cached for it (evaluate with a loss function) and the forward graphs cached by batch size
     (predict, evaluate without a loss function, generate; each on a scheduler of its own over the same
-    backends). Attached to the network: freed by ``close()`` or with it."""
+    backends). Kept as the model's ``session``: freed by ``close()`` or with it."""
 
     def __init__(self, device: str, n_threads: int | None) -> None:
         self.scheduler = Scheduler.for_device(device, n_threads)
@@ -59,13 +58,15 @@ def device_of(network: Network, backend: str | None) -> str:
     return device_name(backend)
 
 
-def session_for(network: Network, backend: str | None, n_threads: int | None) -> Session:
-    """The network's session on ``backend`` (made, replacing one on another backend, if needed)."""
+def session_for(network: Trainable, backend: str | None, n_threads: int | None) -> Session:
+    """The model's session on ``backend`` (made, replacing one on another backend, if needed)."""
     device = device_of(network, backend)
-    s: Session | None = network.attachment(SESSION)
-    if s is None or s.device != device:
+    s = network.session
+    if not isinstance(s, Session) or s.device != device:
+        if s is not None:
+            s.close()
         s = Session(device, n_threads)
-        network.attach(SESSION, s)
+        network.session = s
     elif n_threads is not None:
         s.set_n_threads(n_threads)
     network.backend = device
@@ -115,7 +116,7 @@ class TrainingSession:
     step_writers: dict[str, BatchWriter] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, network: Network, session: Session, plan: FitPlan, optimizer: Optimizer) -> "TrainingSession":
+    def create(cls, network: Trainable, session: Session, plan: FitPlan, optimizer: Optimizer) -> "TrainingSession":
         """Build the training graph and the ggml-opt context for ``plan``'s physical batch over its
         training samples, read in place where they are C-contiguous with the input's dtype (else copied
         once, as rows)."""

@@ -1,0 +1,71 @@
+"""``Trainable``: a network with what training leaves on it, the base of the user's models
+(``models.Model``). nn's ``Network`` knows nothing of training (its ``loss`` says what its outputs
+are for: fit sets it, files record it); this class adds, for fit, predict, evaluate and generate:
+
+  - ``history``: the ``History`` of the last fit; ``optimizer_state``: the ``OptimizerState`` it ended
+    with (``fit(optimizer_state=...)`` continues from it); both kept by copies and pickles;
+  - ``stop_training``: set by a callback to end fit after the current batch;
+  - ``busy``: what pins the parameter buffer (a running fit), so that a callback cannot free or
+    rebuild it;
+  - ``session``: the ``training.session.Session`` its calls run on (scheduler, inference context,
+    cached forward graphs), freed by ``close()`` with the parameters.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..core import OptimizerState
+from ..nn import Network
+from .history import History
+
+
+class Closeable(Protocol):
+    """What a model keeps as its session: freed by ``close``."""
+
+    device: str
+
+    def close(self) -> None: ...
+
+
+class Trainable(Network):
+    """A network with training's state (see the module); ``models.Model`` adds the methods."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # before Network.__init__: a subclass may build there, and building asks check_not_busy
+        self.history: History | None = None
+        self.optimizer_state: OptimizerState | None = None
+        self.stop_training = False
+        self.busy: str | None = None
+        self.session: Closeable | None = None
+        super().__init__(*args, **kwargs)
+
+    def check_not_busy(self, what: str) -> None:
+        """RuntimeError while something (fit) uses the parameter buffer: freeing or replacing it from
+        a callback would crash."""
+        if self.busy is not None:
+            raise RuntimeError(f"cannot {what} the model while {self.busy} (called from a callback)")
+
+    def close(self) -> None:
+        """Free the ggml memory of the weights and of the session (the weights stay available in numpy;
+        using the model again re-creates what it needs). Idempotent. Waits for calls of other threads
+        that use the model (fit included) to end."""
+        with self.lock:
+            self.check_not_busy("close")
+            if self.session is not None:
+                session, self.session = self.session, None
+                session.close()
+            super().close()
+
+    def _copied_state(self) -> dict[str, Any]:
+        return {**super()._copied_state(), "history": self.history, "optimizer_state": self.optimizer_state}
+
+    def _restore_copied_state(self, state: dict[str, Any]) -> None:
+        self.history, self.optimizer_state = state.get("history"), state.get("optimizer_state")
+        super()._restore_copied_state({k: v for k, v in state.items() if k not in ("history", "optimizer_state")})
+
+
+def check_trainable(obj: object) -> Trainable:
+    """TypeError unless ``obj`` is a model fit can train (a ``pgo.Sequential``, ``pgo.FunctionModel`` ...)."""
+    if not isinstance(obj, Trainable):
+        raise TypeError(f"model must be a pyggml_opt model, got {type(obj).__name__}")
+    return obj
