@@ -7,12 +7,15 @@ tokens is written left-aligned into the input, the rest padded with id 0. Causal
 padding (after the last token) from changing the logits read at the last token."""
 from __future__ import annotations
 
+import functools
+from typing import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ..checks import check_int, check_number
 from ..nn import Network
-from .session import exclusive_use, session_for
+from .session import Session, exclusive_use, session_for
 from .trainable import Trainable, check_trainable
 
 
@@ -74,15 +77,16 @@ def generate(model: Trainable, prompt_ids: ArrayLike, max_new_tokens: int, *, te
     out = np.zeros((ids.shape[0], ids.shape[1] + max_new_tokens), np.int32)
     out[:, :ids.shape[1]] = ids
     if max_new_tokens:
+        draw = functools.partial(sample, temperature=temperature, top_k=top_k, rng=rng)
         with exclusive_use(model):
-            _sample_into(model, out, ids.shape[1], context, temperature, top_k, rng, backend, n_threads)
+            _sample_into(model, session_for(model, backend, n_threads), out, ids.shape[1], context, draw)
     return out[0] if single else out
 
 
-def _sample_into(model: Trainable, out: np.ndarray, start: int, context: int, temperature: float,
-                 top_k: int | None, rng: np.random.Generator, backend: str | None, n_threads: int | None) -> None:
-    """Fill ``out[:, start:]`` with sampled ids, each conditioned on the ids before it."""
-    s = session_for(model, backend, n_threads)
+def _sample_into(model: Trainable, s: Session, out: np.ndarray, start: int, context: int,
+                 draw: Callable[[np.ndarray], np.ndarray]) -> None:
+    """Fill ``out[:, start:]`` with ids ``draw`` samples from the logits of the last step, each
+    conditioned on the ids before it (at most ``context``), running on session ``s``."""
     store = model.params_on(s.scheduler.main)
     window = np.zeros((out.shape[0], context), np.int32)
     for t in range(start, out.shape[1]):
@@ -91,4 +95,4 @@ def _sample_into(model: Trainable, out: np.ndarray, start: int, context: int, te
         window[:, steps:] = 0
         # fetched per step: an interrupted evaluation closes its graph, and the cache builds another
         logits = s.forwards.run(model, store, window)
-        out[:, t] = sample(logits[:, steps - 1, :], temperature, top_k, rng)
+        out[:, t] = draw(logits[:, steps - 1, :])
