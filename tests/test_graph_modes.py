@@ -92,7 +92,7 @@ def _one_sgd_step(m, x, mask, y):
     before = m.get_weights()
     with Scheduler.for_device("cpu", 1) as sched:
         store = m.params_on(sched.main)
-        opt = OptContext(sched, "mse", pgo.SGD(lr=1.0))
+        opt = OptContext(sched, OptLoss.MEAN_SQUARED_ERROR, pgo.SGD(lr=1.0))
         graph = AllocGraph(m, store, x.shape[0], training=True)
         assert set(graph.step_inputs) == {"2.mask"} and graph.step_inputs["2.mask"].shape == (x.shape[0], 5)
         check_backward(graph.outputs)
@@ -140,7 +140,7 @@ def _train_steps(m, batches, optimizer, opt_period, alloc):
         store = m.params_on(sched.main)
         n = batches[0][0].shape[0]
         static = None if alloc else StaticGraph(m, store, n, training=True)
-        opt = OptContext(sched, "mse", optimizer, opt_period=opt_period, keep_alive=(static,),
+        opt = OptContext(sched, OptLoss.MEAN_SQUARED_ERROR, optimizer, opt_period=opt_period, keep_alive=(static,),
                          static=None if static is None else (static.ctx_compute, static.inputs, static.outputs))
         for x, y in batches:
             graph = static or AllocGraph(m, store, n, training=True)

@@ -194,6 +194,20 @@ class AllocGraph(Graph):
         for node in self.side_effects:
             lib.ggml_build_forward_expand(self.gf, node)
 
+    def new_input(self, shape: tuple[int, ...], name: str) -> Tensor:
+        """One more float input of the graph (``shape``, batch axis first), allocated with the others
+        (label rows for a loss computed in the graph); write it after ``ggml_opt_alloc``."""
+        t = new_input(self.ctx_compute, shape, name)
+        lib.ggml_set_input(t.ptr)
+        return t
+
+    def add_output(self, t: Tensor) -> Tensor:
+        """Compute ``t`` (built in this graph's context) besides the outputs, kept readable after the
+        evaluation (a loss per sample)."""
+        lib.ggml_set_output(t.ptr)
+        lib.ggml_build_forward_expand(self.gf, t.ptr)
+        return t
+
 
 def output_shape_of(network: Network, param_shapes: dict[str, tuple[int, ...]],
                     input_shape: tuple[int, ...]) -> tuple[int, ...]:

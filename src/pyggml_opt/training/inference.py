@@ -14,10 +14,9 @@ from typing import Literal, Sequence, overload
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._lib import lib
 from ..checks import check_int
 from ..core import OptContext, OptLoss, Scheduler, tensor_data
-from ..nn import AllocGraph, Network, ParamStore, ops
+from ..nn import AllocGraph, Network, ParamStore
 from ..nn.losses import DEFAULT, Loss, LossSpec, find_loss, get_loss, softmax
 from .arguments import check_x, targets
 from .logs import evaluation_logs
@@ -44,11 +43,8 @@ class Inference:
         labels = per = None
         if loss is not None:
             assert yb is not None  # labels come with the loss
-            labels = ops.new_input(graph.ctx_compute, yb.shape, "labels")
-            lib.ggml_set_input(labels.ptr)
-            per = loss.per_sample(graph.out, labels, {})
-            lib.ggml_set_output(per.ptr)
-            lib.ggml_build_forward_expand(graph.gf, per.ptr)
+            labels = graph.new_input(yb.shape, "labels")
+            per = graph.add_output(loss.per_sample(graph.out, labels, {}))
         self.opt_ctx.prepare_alloc(graph.ctx_compute, graph.gf, graph.inputs, graph.outputs, keep_alive=graph)
         self.opt_ctx.alloc(backward=False)
         graph.set_input(xb.reshape(graph.batch, -1))
