@@ -42,7 +42,19 @@ def test_python_optimizer_callback_returns_struct_by_value():
     # The Python side of the same callback (extern "Python"), called through its C pointer.
     import pyggml_opt as pgo
     opt = pgo.AdamW(lr=lambda step: 0.5 / (step + 1), beta1=0.8, weight_decay=0.1)
-    handle = ffi.new_handle(opt)
+
+    class Steps:
+        """The userdata an OptContext hands ggml-opt: anything whose c_params() gives the struct (there,
+        the optimizer's at the context's step; here steps 0, 1, 2)."""
+
+        def __init__(self):
+            self.step = -1
+
+        def c_params(self):
+            self.step += 1
+            return opt.c_params(self.step)
+
+    handle = ffi.new_handle(Steps())
     fn = ffi.cast("ggml_opt_get_optimizer_params", lib.pyggml_get_optimizer_params)
     got = [fn(handle) for _ in range(3)]
     assert [g.adamw.alpha for g in got] == pytest.approx([0.5, 0.25, 0.5 / 3])
