@@ -11,7 +11,7 @@ import pytest
 
 import pyggml_opt as pgo
 from pyggml_opt._lib import lib
-from pyggml_opt.core import Buffer, Context, OptContext, Scheduler, tensor_data
+from pyggml_opt.core import Buffer, Context, OptContext, OptLoss, Scheduler, tensor_data
 
 N_IN, N_OUT, BATCH = 4, 3, 5
 N_STEPS = 6  # optimizer steps
@@ -41,10 +41,10 @@ def _train_ggml(optimizer: str, opt_period: int, static: bool) -> list[np.ndarra
         if static:
             ctx_static = Context(1)  # the outputs alone: ggml-opt builds in a context of its own
             y = lib.ggml_mul_mat(ctx_static.ptr, w, x_static)
-            opt = OptContext(sched, "mse", _optimizer(optimizer), static=(ctx_static, x_static, y),
+            opt = OptContext(sched, OptLoss.MEAN_SQUARED_ERROR, _optimizer(optimizer), static=(ctx_static, x_static, y),
                              opt_period=opt_period, keep_alive=(buf,))
         else:
-            opt = OptContext(sched, "mse", _optimizer(optimizer), opt_period=opt_period, keep_alive=(buf,))
+            opt = OptContext(sched, OptLoss.MEAN_SQUARED_ERROR, _optimizer(optimizer), opt_period=opt_period, keep_alive=(buf,))
         for i in range(N_STEPS * opt_period):
             x = x_static
             if not static:
@@ -171,7 +171,7 @@ def test_a_static_graph_context_with_room_for_the_outputs_alone_is_enough(square
     ctx = Context(1)
     out = lib.ggml_mul_mat(ctx.ptr, w, x)
     assert _free(ctx) == 0
-    opt = OptContext(sched, "sum", pgo.SGD(lr=0.01), static=(ctx, x, out), keep_alive=(buf,))
+    opt = OptContext(sched, OptLoss.SUM, pgo.SGD(lr=0.01), static=(ctx, x, out), keep_alive=(buf,))
     opt.alloc(backward=True)
     tensor_data.set(x, np.ones((BATCH, N_IN), np.float32))
     opt.eval()

@@ -156,8 +156,9 @@ class OptContext(Handle):
       2. Per physical batch: ``alloc(backward)``, write inputs (and ``labels``), ``eval(result)``.
       3. Every ``opt_period`` backward passes the optimizer ``optimizer`` steps once.
     ``optimizer`` (``training.optimizers.Optimizer``) has ``type`` (ggml_opt_optimizer_type),
-    ``global_clipnorm`` (fixed in the graph at init: vendor patch 0012) and ``c_params()`` (returns
-    ``struct ggml_opt_optimizer_params``), called back through ``pyggml_get_optimizer_params``; errors
+    ``global_clipnorm`` (fixed in the graph at init: vendor patch 0012) and ``c_params(step)`` (returns
+    ``struct ggml_opt_optimizer_params`` for the step the context is at, its iteration - 1), called back
+    through ``pyggml_get_optimizer_params``; errors
     it cannot raise in C are kept by ``record_error`` and raised by ``raise_pending`` once
     ``ggml_opt_eval`` returns.
     ``side_effects`` (static graphs): nodes in ``ctx_compute`` that every evaluation computes besides
