@@ -138,7 +138,7 @@ def _free(ctx: Context) -> int:
 N_GRAPH_TENSORS = 1 + 4 * 3  # _mlp_graph's x and 4 ops per layer
 
 
-@pytest.mark.parametrize("loss", ["sum", "cross_entropy"])
+@pytest.mark.parametrize("loss", [OptLoss.SUM, OptLoss.CROSS_ENTROPY], ids=["sum", "cross_entropy"])
 @pytest.mark.parametrize("forward_only", [False, True])
 def test_a_context_with_room_for_the_forward_graph_alone_is_enough(square_weight, loss, forward_only):
     """ggml-opt builds its loss, gradient and optimizer graphs in a context of its own: the caller's
@@ -153,7 +153,7 @@ def test_a_context_with_room_for_the_forward_graph_alone_is_enough(square_weight
         opt.alloc(backward=backward and not forward_only)
         assert _free(ctx) == 0
         tensor_data.set(x, np.ones((BATCH, N_IN), np.float32))
-        if loss == "cross_entropy":
+        if loss == OptLoss.CROSS_ENTROPY:
             tensor_data.set(opt.labels, np.eye(N_IN, dtype=np.float32)[np.zeros(BATCH, int)])  # class 0
         opt.eval()
     if not forward_only:
