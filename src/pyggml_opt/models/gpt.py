@@ -10,11 +10,13 @@ their architectures, the hyperparameters under that prefix:
   pyggml-gpt.attention.head_count  int   heads per attention layer
   pyggml-gpt.positions             str   "learned" (GPT-2's position table) or "rope"
   pyggml-gpt.dropout               float dropout rate of training (no effect on inference)
+  pyggml-gpt.head_bias             bool  the output layer has a bias (absent in older files: true)
 
 Tensors are named as the model names its parameters: ``tok.weight`` (vocab_size, dim), ``pos.weight``
 (context_length, dim) for learned positions, ``blk<i>.ln1.weight`` / ``.bias``, ``blk<i>.attn.wq`` ...
 ``bo``, ``blk<i>.ln2.*``, ``blk<i>.fc1.*`` / ``fc2.*`` (the MLP), ``ln_f.*``, ``head.weight`` (vocab_size,
 dim) / ``head.bias``; numpy shapes, float32. Any Sequential with the same layers saves in this layout.
+A gpt without output bias also saves as llama.cpp's ``gpt2`` (``models/llama_cpp.py``).
 """
 from __future__ import annotations
 
@@ -23,10 +25,11 @@ from typing import Any
 
 from ..checks import check_choice, check_int, check_number
 from ..core import GGUFFile
-from ..nn import Network, serialize
+from ..nn import Network
 from ..nn.losses import CrossEntropy
 from ..nn.layers import Dropout, Embedding, Layer, LayerNorm, Linear, PositionalEmbedding, TransformerBlock
 from ..saving import FileFormat, register_format
+from .architecture import hyperparameters_of
 from .model import Sequential
 
 ARCHITECTURE = "pyggml-gpt"
@@ -34,14 +37,16 @@ POSITIONS = ("learned", "rope")
 
 
 def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dropout: float = 0.0,
-        positions: str = "learned") -> Sequential:
+        positions: str = "learned", head_bias: bool = True) -> Sequential:
     """A GPT-2 style language model: (n, context) int32 token ids -> (n, context, vocab_size) logits.
 
     Token embedding, learnt positions (``positions="learned"``; or ``"rope"``: rotary embeddings in
     every attention layer instead), dropout, ``n_layers`` pre-norm TransformerBlocks (causal
     attention with ``n_heads`` heads, GELU MLP of 4 x dim), a final LayerNorm and an untied output
-    layer. Train it with the cross-entropy loss (fit's default) on labels (n, context) (the next id of every step)
-    and sample from it with ``model.generate``.
+    layer (with a bias unless ``head_bias`` is False, as in GPT-2 itself: llama.cpp's ``gpt2``
+    architecture has none, so only such a gpt saves for llama.cpp). Train it with the cross-entropy
+    loss (fit's default) on labels (n, context) (the next id of every step) and sample from it with
+    ``model.generate``.
     """
     vocab_size, context = check_int("vocab_size", vocab_size), check_int("context", context)
     dim, n_layers, n_heads = check_int("dim", dim), check_int("n_layers", n_layers), check_int("n_heads", n_heads)
@@ -54,28 +59,29 @@ def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dr
     if dropout:
         layers.append(Dropout(dropout, name="drop"))
     layers += [TransformerBlock(dim, n_heads, dropout=dropout, rope=rope, name=f"blk{i}") for i in range(n_layers)]
-    layers += [LayerNorm(dim, name="ln_f"), Linear(dim, vocab_size, name="head")]
+    layers += [LayerNorm(dim, name="ln_f"), Linear(dim, vocab_size, bias=bool(head_bias), name="head")]
     model = Sequential(layers, input_shape=(context,))
     model.loss = CrossEntropy.name
     return model
 
 
-def hyperparameters(model: Network) -> dict[str, Any] | None:
-    """``gpt``'s arguments that rebuild ``model``'s architecture, or None if it is not a gpt."""
+def guess_hyperparameters(model: Network) -> dict[str, Any] | None:
+    """The builder's arguments read off ``model``'s layers, unchecked (``hyperparameters`` checks them);
+    None where it is not even shaped like one."""
     if not isinstance(model, Sequential) or not model.layers or not isinstance(model.layers[0], Embedding):
         return None
     blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
     if not blocks or model.input_shape is None:
         return None
-    first = blocks[0]
-    h: dict[str, Any] = {"vocab_size": model.layers[0].num_embeddings, "context": model.input_shape[0], "dim": first.dim,
-         "n_layers": len(blocks), "n_heads": first.n_heads, "dropout": first.dropout,
-         "positions": "rope" if first.rope else "learned"}
-    try:
-        same = serialize(gpt(**h)) == serialize(model)
-    except ValueError:
-        return None
-    return h if same else None
+    first, head = blocks[0], model.layers[-1]
+    return {"vocab_size": model.layers[0].num_embeddings, "context": model.input_shape[0], "dim": first.dim,
+            "n_layers": len(blocks), "n_heads": first.n_heads, "dropout": first.dropout,
+            "positions": "rope" if first.rope else "learned", "head_bias": not isinstance(head, Linear) or head.bias}
+
+
+def hyperparameters(model: Network) -> dict[str, Any] | None:
+    """``gpt``'s arguments that rebuild ``model``'s architecture, or None if it is not a gpt."""
+    return hyperparameters_of(model, guess_hyperparameters, gpt)
 
 
 def _metadata(model: Network) -> dict[str, object]:
@@ -85,7 +91,7 @@ def _metadata(model: Network) -> dict[str, object]:
     return {f"{p}.vocab_size": h["vocab_size"], f"{p}.context_length": h["context"],
             f"{p}.embedding_length": h["dim"], f"{p}.block_count": h["n_layers"],
             f"{p}.attention.head_count": h["n_heads"], f"{p}.positions": h["positions"],
-            f"{p}.dropout": float(h["dropout"])}
+            f"{p}.dropout": float(h["dropout"]), f"{p}.head_bias": bool(h["head_bias"])}
 
 
 MAX_CONTEXT = 1 << 20  # a file claiming more is corrupt: every graph of the model would be that long
@@ -102,6 +108,7 @@ def _build(f: GGUFFile) -> Network:
     missing = [f"{p}.{keys[a]}" for a, v in h.items() if v is None]
     if missing:
         raise ValueError(f"a {p} file needs the keys {missing}")
+    h["head_bias"] = f.get(f"{p}.head_bias", True)
     names = f.tensor_names()
     tables = {"tok.weight": (h["vocab_size"], h["dim"])}
     if h["positions"] == "learned":

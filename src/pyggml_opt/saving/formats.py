@@ -4,7 +4,11 @@ Every model saves in the generic layout ("pyggml_opt": the architecture as JSON,
 the model names its parameters), which needs no per-model code. Other layouts, such as ggml's
 ``mnist-fc`` / ``mnist-cnn`` examples, register a ``FileFormat`` (see ``pyggml_opt.models.zoo``): which
 models they fit, how to build a model for a file that has no JSON architecture (a file from ggml's
-C++ tools), and how tensors differ from the model's own."""
+C++ tools), and how tensors differ from the model's own.
+
+A layout belongs to one family (``FileFormat.layout``): "pyggml_opt" (the files pyggml_opt reads and
+writes by default) or "llama.cpp" (files llama.cpp runs: ``save(model, path, tokenizer=...)``). Within
+a family the first registered format that matches a model is the one it saves in."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,6 +20,7 @@ from ..core import GGUFFile
 from ..nn import Network
 
 GENERIC = "pyggml_opt"
+LAYOUTS = (GENERIC, "llama.cpp")  # the families of layouts a model can be saved in
 
 
 def _same(name: str, value: np.ndarray) -> np.ndarray:
@@ -38,6 +43,15 @@ class FileFormat:
     from_file: Callable[[str, np.ndarray], np.ndarray] = _same  # file tensor -> parameter
     default_loss: str | None = None             # for files that do not say
     metadata: Callable[[Network], dict[str, object]] = _no_metadata  # keys the layout writes (hyperparameters)
+    layout: str = GENERIC                       # its family (LAYOUTS)
+    # Layouts whose tensors are named and cut otherwise than the model's parameters (llama.cpp's):
+    # the model's weights -> the file's tensors, and (a reader of file tensors by name and rank, the
+    # model's parameter shapes) -> the parameters. None: one tensor per parameter (to_file / from_file).
+    to_tensors: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
+    from_tensors: Callable[[Callable[[str, int], np.ndarray], dict[str, tuple[int, ...]]],
+                           dict[str, np.ndarray]] | None = None
+    # why a model does not fit (the first layer that does not map), for the ValueError of an explicit save
+    mismatch: Callable[[Network], str] | None = None
 
 
 _FORMATS: dict[str, FileFormat] = {}
@@ -50,9 +64,15 @@ def register_format(fmt: FileFormat) -> FileFormat:
     return fmt
 
 
-def format_of(model: Network) -> FileFormat | None:
-    """The registered layout ``model`` saves in, or None for the generic one."""
-    return next((f for f in _FORMATS.values() if f.matches(model)), None)
+def format_of(model: Network, layout: str = GENERIC) -> FileFormat | None:
+    """The registered layout of family ``layout`` that ``model`` saves in, or None (for "pyggml_opt":
+    the generic layout)."""
+    return next((f for f in _FORMATS.values() if f.layout == layout and f.matches(model)), None)
+
+
+def formats_in(layout: str) -> list[FileFormat]:
+    """The registered formats of family ``layout``."""
+    return [f for f in _FORMATS.values() if f.layout == layout]
 
 
 def format_named(architecture: str) -> FileFormat | None:

@@ -7,8 +7,15 @@ A file holds:
     layers included), ``pyggml_opt.input_shape`` and ``pyggml_opt.loss`` (the loss's entry,
     ``nn.losses.Loss.entry``: its name, or for a loss function ``custom:<its name>``);
   - one float32 tensor per parameter, named as the model names it (a registered layout may store a
-    tensor differently: mnist-cnn's dense weight is in ggml's flattening order).
+    tensor differently: mnist-cnn's dense weight is in ggml's flattening order; llama.cpp's layouts
+    name and cut them as llama.cpp does);
+  - optionally a tokenizer under llama.cpp's ``tokenizer.ggml.*`` keys (``llama_vocab``).
 Loading validates every tensor's presence, type and shape before the model gets its weights.
+
+Which layout: ``save(model, path)`` writes pyggml_opt's own (the generic one, or a registered format
+such as "pyggml-gpt"); ``save(model, path, tokenizer=tok)`` writes llama.cpp's (``gpt2`` for a gpt,
+``llama`` for a llama: files llama.cpp runs, with the tokenizer inside); ``layout=`` chooses
+explicitly. ``load`` reads every layout back into the same model.
 """
 from __future__ import annotations
 
@@ -17,10 +24,13 @@ import os
 
 import numpy as np
 
+from ..checks import check_choice
 from ..core import GGUFFile
+from ..data import BPETokenizer, CharTokenizer
 from ..nn import Network, check_rebuilds, deserialize, serialize
 from ..nn.losses import loss_entry
-from .formats import GENERIC, FileFormat, format_named, format_of, known_architectures
+from .formats import GENERIC, LAYOUTS, FileFormat, format_named, format_of, formats_in, known_architectures
+from .llama_vocab import vocab_metadata
 
 
 
@@ -39,11 +49,12 @@ def check_architecture(f: GGUFFile, model: Network, what: str) -> None:
     (class and constructor arguments) and its input shape. Tensor shapes alone do not tell a 2-head
     from a 4-head attention, or learned positions from rotary ones."""
     assert model.input_shape is not None  # built
-    fmt = format_of(model)
+    layouts = [format_of(model, layout) for layout in LAYOUTS]
+    archs = [(layouts[0].architecture if layouts[0] else GENERIC), *(f.architecture for f in layouts[1:] if f)]
     arch = f.get("general.architecture")
-    if arch != (fmt.architecture if fmt else GENERIC):
-        raise ValueError(f"{what} holds a model of layout {arch!r}, this model saves as "
-                         f"{fmt.architecture if fmt else GENERIC!r}")
+    if arch not in archs:
+        raise ValueError(f"{what} holds a model of layout {arch!r}, this model saves as {' or '.join(map(repr, archs))}")
+    fmt = format_named(arch)
     try:
         theirs = _upgrade(json.loads(f.get("pyggml_opt.config")))
         shape = json.loads(f.get("pyggml_opt.input_shape"))
@@ -73,35 +84,62 @@ def _first_difference(theirs: object, ours: object, where: str = "") -> str:
 
 
 def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] | None = None,
-         extra_tensors: dict[str, np.ndarray] | None = None) -> None:
+         extra_tensors: dict[str, np.ndarray] | None = None, *,
+         tokenizer: BPETokenizer | CharTokenizer | None = None, layout: str | None = None) -> None:
     """Write ``model`` to ``path`` (GGUF). The file is replaced atomically.
 
+    tokenizer: written inside the file under llama.cpp's ``tokenizer.ggml.*`` keys; its vocabulary
+       size must equal the model's (the rows of its token embedding).
+    layout: "pyggml_opt" (the default without a tokenizer) or "llama.cpp" (the default with one): a
+       file llama.cpp runs (llama-cli, llama-server, llama-cpp-python), a ``gpt`` as llama.cpp's
+       ``gpt2`` architecture, a ``llama`` as ``llama``; ValueError naming the first layer that does not
+       map for any other model. Both load back with ``load``.
     ``extra`` (key -> str/int/float/bool) and ``extra_tensors`` (name -> array) are added as they are;
     ``checkpoint.py`` stores the optimizer state this way.
     """
     if not isinstance(model, Network):
         raise TypeError(f"model must be a pyggml_opt model, got {type(model).__name__}")
+    layout = check_choice("layout", layout, LAYOUTS) if layout is not None else LAYOUTS[tokenizer is not None]
     model.require_built()
     assert model.input_shape is not None  # built
-    fmt = format_of(model)
+    fmt = format_of(model, layout)
+    if layout != GENERIC and fmt is None:
+        reasons = "; ".join(f"{f.architecture}: {f.mismatch(model) if f.mismatch else 'does not fit'}"
+                            for f in formats_in(layout))
+        raise ValueError(f"no {layout} architecture fits this model ({reasons})")
+    vocab = vocab_metadata(tokenizer) if tokenizer is not None else {}
+    if layout != GENERIC and not vocab:
+        raise ValueError(f"a {layout} file needs the model's tokenizer inside: save(model, path, tokenizer=...)")
     config = config_entry(model)
     if fmt is None and json.loads(config)["config"] is not None:
         # a file whose architecture does not give back this model could never be loaded: refuse it now
         check_rebuilds(type(model), model.get_config(), model.input_shape, model.param_shapes)
+    weights = model.get_weights()
+    tensors = (fmt.to_tensors(weights) if fmt is not None and fmt.to_tensors is not None
+               else {name: fmt.to_file(name, value) if fmt else value for name, value in weights.items()})
+    _check_vocab_size(vocab, tensors, weights)
     with GGUFFile() as f:
         f.set("general.architecture", fmt.architecture if fmt else GENERIC)
         f.set("pyggml_opt.config", config)
         f.set("pyggml_opt.input_shape", json.dumps(list(model.input_shape)))
         f.set("pyggml_opt.loss", loss_entry(model.loss))
-        for key, value in (fmt.metadata(model) if fmt else {}).items():
+        for key, value in {**(fmt.metadata(model) if fmt else {}), **vocab, **(extra or {})}.items():
             f.set(key, value)
-        for key, value in (extra or {}).items():
-            f.set(key, value)
-        for name, value in model.get_weights().items():
-            f.add_tensor(name, fmt.to_file(name, value) if fmt else value)
-        for name, value in (extra_tensors or {}).items():
+        for name, value in {**tensors, **(extra_tensors or {})}.items():
             f.add_tensor(name, value)
         f.write(path)
+
+
+def _check_vocab_size(vocab: dict[str, object], tensors: dict[str, np.ndarray], weights: dict[str, np.ndarray]) -> None:
+    """ValueError unless the tokenizer has as many tokens as the model's token embedding has rows
+    (llama.cpp's ``token_embd.weight``; in pyggml_opt's layouts the first layer's table)."""
+    tokens = vocab.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, list):
+        return
+    table = tensors.get("token_embd.weight", next(iter(weights.values())))
+    if table.ndim != 2 or table.shape[0] != len(tokens):
+        raise ValueError(f"the tokenizer has {len(tokens)} tokens, the model's token embedding {table.shape} "
+                         "rows: a model and its tokenizer must have one vocabulary size")
 
 
 def load_weights(path: str | os.PathLike[str], model: Network | None = None) -> dict[str, np.ndarray]:
@@ -135,13 +173,22 @@ def read_tensors(f: GGUFFile, shapes: dict[str, tuple[int, ...]]) -> dict[str, n
     dtype, finite values); the file's registered layout converts them."""
     fmt = format_named(f.get("general.architecture", ""))
     names = f.tensor_names()
-    out: dict[str, np.ndarray] = {}
-    for name, shape in shapes.items():
+
+    def file_tensor(name: str, ndim: int) -> np.ndarray:
         if name not in names:
             raise ValueError(f"the file has no tensor {name!r} (it has {names})")
-        value = f.tensor(name, len(shape))
-        if fmt is not None and value.shape == shape:
-            value = fmt.from_file(name, value)
+        return f.tensor(name, ndim)
+
+    if fmt is not None and fmt.from_tensors is not None:
+        raw = fmt.from_tensors(file_tensor, shapes)
+    else:
+        raw = {}
+        for name, shape in shapes.items():
+            value = file_tensor(name, len(shape))
+            raw[name] = fmt.from_file(name, value) if fmt is not None and value.shape == shape else value
+    out: dict[str, np.ndarray] = {}
+    for name, shape in shapes.items():
+        value = raw[name]
         if value.shape != shape:
             raise ValueError(f"tensor {name!r} has shape {value.shape} in the file, the model needs {shape}")
         if value.dtype != np.float32:

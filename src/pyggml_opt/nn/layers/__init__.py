@@ -9,19 +9,19 @@ constructor arguments and ``from_config`` rebuilds the layer; each class is regi
 (``registry.py``) from this package's ``__all__``, so adding a layer to one of its modules (by kind)
 and to ``__all__`` is all a saved model needs to know about it."""
 from .base import Layer, LayerShapes
-from .dense import Dropout, Flatten, Linear, Reshape
+from .dense import Dropout, Flatten, Linear, Reshape, SwiGLU
 from .embedding import Embedding, PositionalEmbedding
 from .conv import AvgPool2d, Conv1d, Conv2d, GlobalAveragePooling1D, GlobalAveragePooling2D, MaxPool2d
 from .activations import GELU, ReLU, SiLU, Sigmoid, Softmax, Tanh
 from .norm import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm
-from .attention import MultiHeadAttention
+from .attention import GroupedQueryAttention, MultiHeadAttention
 from .block import Block
-from .transformer import TransformerBlock
+from .transformer import LlamaBlock, TransformerBlock
 from ..registry import register
 
 __all__ = ['AvgPool2d', 'BatchNorm1d', 'BatchNorm2d', 'Block', 'Conv1d', 'Conv2d', 'Dropout', 'Embedding', 'Flatten', 'GELU', 'GlobalAveragePooling1D',
-           'GlobalAveragePooling2D', 'Layer', 'LayerNorm', 'LayerShapes', 'Linear', 'MaxPool2d', 'MultiHeadAttention', 'PositionalEmbedding', 'RMSNorm',
-           'ReLU', 'Reshape', 'SiLU', 'Sigmoid', 'Softmax', 'Tanh', 'TransformerBlock']
+           'GlobalAveragePooling2D', 'GroupedQueryAttention', 'Layer', 'LayerNorm', 'LayerShapes', 'Linear', 'LlamaBlock', 'MaxPool2d', 'MultiHeadAttention', 'PositionalEmbedding', 'RMSNorm',
+           'ReLU', 'Reshape', 'SiLU', 'Sigmoid', 'Softmax', 'SwiGLU', 'Tanh', 'TransformerBlock']
 
 for _name in __all__:
     if _name not in ("Layer", "LayerShapes", "Block"):

@@ -1,9 +1,11 @@
 """Attention layers over sequences (T, dim)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ...checks import check_int
+from ...checks import check_int, check_number
 from .. import ops as F
 from ..ops import Tensor
 from ..params import uniform_init
@@ -57,3 +59,61 @@ class MultiHeadAttention(Layer):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "causal": self.causal, "rope": self.rope}
+
+
+class GroupedQueryAttention(Layer):
+    """Llama's self-attention over a sequence: (T, dim) -> (T, dim) with ``n_heads`` query heads of
+    dim / n_heads and ``n_kv_heads`` key / value heads (default n_heads; fewer: grouped-query
+    attention, query head h using key / value head h // (n_heads / n_kv_heads)), projections without
+    biases ``wq`` (dim, dim), ``wk`` and ``wv`` (n_kv_heads * d_head, dim), ``wo`` (dim, dim), queries
+    and keys rotated by their position as llama.cpp does for its ``llama`` architecture (``ops.rope``
+    mode "norm": adjacent pairs of features, frequency base ``rope_base``), causal unless ``causal``
+    is False. After an ``Embedding(mask_zero=True)`` no step attends to padding."""
+
+    keeps_mask = True
+    uses_mask = True
+
+    def __init__(self, dim: int, n_heads: int, n_kv_heads: int | None = None, rope_base: float = 10000.0,
+                 causal: bool = True, name: str | None = None) -> None:
+        super().__init__(name)
+        self.dim, self.n_heads = check_int("dim", dim), check_int("n_heads", n_heads)
+        self.n_kv_heads = self.n_heads if n_kv_heads is None else check_int("n_kv_heads", n_kv_heads)
+        if self.dim % self.n_heads or (self.dim // self.n_heads) % 2:
+            raise ValueError(f"dim ({dim}) must be n_heads ({n_heads}) times an even head size (rotary positions)")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_kv_heads ({n_kv_heads}) must divide n_heads ({n_heads})")
+        self.rope_base = check_number("rope_base", rope_base, 1.0, math.inf, lo_open=True)
+        self.causal = bool(causal)
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the key and value projections: n_kv_heads * d_head."""
+        return self.n_kv_heads * (self.dim // self.n_heads)
+
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
+        if len(input_shape) != 2 or input_shape[1] != self.dim:
+            self._fail(input_shape, f"a sequence (T, {self.dim})")
+        return LayerShapes(tuple(input_shape), {"wq": (self.dim, self.dim), "wk": (self.kv_dim, self.dim),
+                                                "wv": (self.kv_dim, self.dim), "wo": (self.dim, self.dim)})
+
+    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return uniform_init(rng, shape, shape[1])
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        n, steps, dim = x.shape
+        d_head = dim // self.n_heads
+
+        def split(p: str, heads: int) -> Tensor:  # (n, T, dim) -> (n, heads, T, d_head)
+            y = F.reshape(F.linear(x, params[f"w{p}"]), n, steps, heads, d_head)
+            if p in "qk":
+                y = F.rope(y, self.rope_base, mode="norm")
+            return F.permute(y, 0, 2, 1, 3)
+
+        mask = F.attention_mask(params["padding"]) if "padding" in params else None
+        out = F.attention(split("q", self.n_heads), split("k", self.n_kv_heads), split("v", self.n_kv_heads),
+                          self.causal, mask)
+        return F.linear(F.reshape(F.permute(out, 0, 2, 1, 3), n, steps, dim), params["wo"])
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads,
+                "rope_base": self.rope_base, "causal": self.causal}

@@ -100,3 +100,30 @@ class Reshape(Layer):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "shape": list(self.shape)}
+
+
+class SwiGLU(Layer):
+    """Llama's feed-forward network: down(silu(gate(x)) * up(x)), (in,) or (T, in) -> same shape, with
+    ``w_gate`` and ``w_up`` (hidden, dim) and ``w_down`` (dim, hidden), no biases."""
+
+    keeps_mask = True
+
+    def __init__(self, dim: int, hidden: int, name: str | None = None) -> None:
+        super().__init__(name)
+        self.dim, self.hidden = check_int("dim", dim), check_int("hidden", hidden)
+
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
+        if not input_shape or input_shape[-1] != self.dim or len(input_shape) > 2:
+            self._fail(input_shape, f"({self.dim},) or (steps, {self.dim})")
+        return LayerShapes(tuple(input_shape), {"w_gate": (self.hidden, self.dim), "w_up": (self.hidden, self.dim),
+                                                "w_down": (self.dim, self.hidden)})
+
+    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return uniform_init(rng, shape, shape[1])
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        gated = F.mul(F.silu(F.linear(x, params["w_gate"])), F.linear(x, params["w_up"]))
+        return F.linear(gated, params["w_down"])
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "dim": self.dim, "hidden": self.hidden}

@@ -1,14 +1,14 @@
-"""The transformer block of GPT-2 style language models."""
+"""Transformer blocks: GPT-2's and Llama's."""
 from __future__ import annotations
 
 from ...checks import check_int, check_number
 from .. import ops as F
 from ..ops import Tensor
-from .attention import MultiHeadAttention
+from .attention import GroupedQueryAttention, MultiHeadAttention
 from .base import LayerShapes
 from .block import Block
-from .dense import Dropout, Linear
-from .norm import LayerNorm
+from .dense import Dropout, Linear, SwiGLU
+from .norm import LayerNorm, RMSNorm
 
 
 class TransformerBlock(Block):
@@ -55,3 +55,37 @@ class TransformerBlock(Block):
     def get_config(self) -> dict:
         return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "mlp_ratio": self.mlp_ratio,
                 "dropout": self.dropout, "causal": self.causal, "rope": self.rope, "eps": self.eps}
+
+
+class LlamaBlock(Block):
+    """Llama's transformer block on a sequence (T, dim): x + attn(RMSNorm(x)), then
+    x + ffn(RMSNorm(x)), with ``attn`` a ``GroupedQueryAttention`` (``n_heads``, ``n_kv_heads``,
+    rotary positions of base ``rope_theta``, causal) and ``ffn`` a ``SwiGLU`` of ``ffn_dim`` hidden
+    units; the norms (``attn_norm``, ``ffn_norm``) use ``eps``. No biases anywhere."""
+
+    keeps_mask = True
+    uses_mask = True
+
+    def __init__(self, dim: int, n_heads: int, n_kv_heads: int | None = None, ffn_dim: int | None = None,
+                 rope_theta: float = 10000.0, eps: float = 1e-5, name: str | None = None) -> None:
+        super().__init__(name)
+        self.dim = check_int("dim", dim)
+        attn = GroupedQueryAttention(dim, n_heads, n_kv_heads, rope_theta)
+        self.n_heads, self.n_kv_heads, self.rope_theta = attn.n_heads, attn.n_kv_heads, attn.rope_base
+        self.ffn_dim = check_int("ffn_dim", ffn_dim) if ffn_dim is not None else 4 * self.dim
+        self.eps = check_number("eps", eps, 0.0, 1.0, lo_open=True)
+        self.children = {"attn_norm": RMSNorm(dim, self.eps), "attn": attn, "ffn_norm": RMSNorm(dim, self.eps),
+                         "ffn": SwiGLU(dim, self.ffn_dim)}
+
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
+        if len(input_shape) != 2 or input_shape[1] != self.dim:
+            self._fail(input_shape, f"a sequence (T, {self.dim})")
+        return self.infer_children({child: input_shape for child in self.children}, tuple(input_shape))
+
+    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        x = F.add(x, self.call("attn", self.call("attn_norm", x, params), params))
+        return F.add(x, self.call("ffn", self.call("ffn_norm", x, params), params))
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads,
+                "ffn_dim": self.ffn_dim, "rope_theta": self.rope_theta, "eps": self.eps}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..._lib import ffi, lib
 from .activations import softmax
 from .linalg import mul_mat
-from .shape import permute
+from .shape import permute, reshape
 from .tensor import Tensor, add, check_tensor, contiguous, graph_context, scale, wrap
 
 
@@ -17,8 +17,11 @@ def causal_mask(a: Tensor) -> Tensor:
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, mask: Tensor | None = None) -> Tensor:
-    """Scaled dot-product attention: q, k, v (n, heads, T, d_head) -> (n, heads, T, d_head),
-    softmax(q k^T / sqrt(d_head) + mask) v, with future keys masked when ``causal``.
+    """Scaled dot-product attention: q (n, heads, T, d_head), k and v (n, kv_heads, T, d_head) ->
+    (n, heads, T, d_head), softmax(q k^T / sqrt(d_head) + mask) v, with future keys masked when ``causal``.
+
+    Grouped-query attention when ``kv_heads`` < ``heads`` (a divisor of it): query head h attends with
+    key / value head h // (heads / kv_heads), as llama.cpp pairs them.
 
     ``mask`` (optional, no gradient flows into it) is added to the scores before the softmax: a
     padding mask of shape (n, 1, 1, T) holding 0 for the keys to attend to and a large negative number
@@ -28,35 +31,55 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, mask: Tensor
         check_tensor(name, t)
         if t.ndim != 4:
             raise ValueError(f"attention: {name} must be (n, heads, T, d_head), got shape {t.shape}")
-    if not q.shape == k.shape == v.shape:
-        raise ValueError(f"attention: q, k, v must have one shape, got {q.shape}, {k.shape}, {v.shape}")
-    scores = scale(mul_mat(k, q), 1.0 / q.shape[3] ** 0.5)       # (n, heads, T_q, T_k)
+    q_shape = q.shape
+    n, heads, steps, d_head = q_shape
+    kv_heads = k.shape[1]
+    if k.shape != v.shape or k.shape[::2] != q.shape[::2] or k.shape[3] != d_head or heads % kv_heads:
+        raise ValueError(f"attention: q must be (n, heads, T, d_head) and k, v (n, kv_heads, T, d_head) with kv_heads "
+                         f"dividing heads, got {q.shape}, {k.shape}, {v.shape}")
+    if kv_heads != heads:
+        # as (n * heads, T, d_head) and (n * kv_heads, T, d_head): ggml's mul_mat then pairs query head h
+        # with key head h // group, and its backward pass sums the group's gradients (it does so for a
+        # broadcast over the third axis only, not over a fourth)
+        q, k, v = (reshape(t, n * t.shape[1], steps, d_head) for t in (q, k, v))
+    scores = scale(mul_mat(k, q), 1.0 / d_head ** 0.5)       # (n, heads, T_q, T_k)
+    if kv_heads != heads:
+        scores = reshape(scores, n, heads, steps, steps)
     if mask is not None:
         check_tensor("mask", mask)
-        n, _, steps, _ = q.shape
         if mask.shape not in ((n, 1, 1, steps), (n, 1, steps, steps), (1, 1, steps, steps)):
-            raise ValueError(f"attention: mask must be (n, 1, 1, T) or (n, 1, T, T) for q of shape {q.shape}, "
+            raise ValueError(f"attention: mask must be (n, 1, 1, T) or (n, 1, T, T) for q of shape {q_shape}, "
                              f"got {mask.shape}")
         scores = add(scores, mask)
     weights = softmax(causal_mask(scores) if causal else scores)
+    if kv_heads != heads:
+        out = mul_mat(permute(v, 0, 2, 1), reshape(weights, n * heads, steps, steps))
+        return reshape(out, n, heads, steps, d_head)
     return mul_mat(permute(v, 0, 1, 3, 2), weights)                 # (n, heads, T_q, d_head)
 
 
-def rope(x: Tensor, base: float = 10000.0) -> Tensor:
-    """Rotary position embedding of x (n, T, heads, d_head): each step t rotates the pairs of features
-    (i, i + d_head/2) by the angle t * base^(-2i/d_head) (the "rotate half" convention of GPT-NeoX and
-    of Hugging Face's LLaMA; ggml's NEOX mode). Positions are 0 .. T-1, made inside the graph, so the
-    op needs no input of its own; ggml differentiates ROPE."""
+ROPE_MODES = {"neox": lib.GGML_ROPE_TYPE_NEOX, "norm": lib.GGML_ROPE_TYPE_NORMAL}
+
+
+def rope(x: Tensor, base: float = 10000.0, mode: str = "neox") -> Tensor:
+    """Rotary position embedding of x (n, T, heads, d_head): each step t rotates pairs of features by
+    the angle t * base^(-2i/d_head) for pair i. ``mode`` "neox" pairs features (i, i + d_head/2) (the
+    "rotate half" convention of GPT-NeoX and of Hugging Face's LLaMA; ggml's NEOX mode); "norm" pairs
+    adjacent features (2i, 2i + 1) (ggml's NORM mode: llama.cpp's rope for its ``llama`` architecture).
+    Positions are 0 .. T-1, made inside the graph, so the op needs no input of its own; ggml
+    differentiates ROPE."""
     check_tensor("x", x)
     if x.ndim != 4 or x.shape[3] % 2:
         raise ValueError(f"rope: x must be (n, T, heads, d_head) with an even d_head, got shape {x.shape}")
     if not base > 1.0:
         raise ValueError(f"rope: base must be > 1, got {base}")
+    if mode not in ROPE_MODES:
+        raise ValueError(f"rope: mode must be one of {sorted(ROPE_MODES)}, got {mode!r}")
     src = contiguous(x)
     ctx = graph_context(src).ptr
     steps = src.shape[1]
     positions = lib.ggml_cast(ctx, lib.ggml_arange(ctx, 0.0, float(steps), 1.0), lib.GGML_TYPE_I32)
-    return wrap(lib.ggml_rope_ext(ctx, src.ptr, positions, ffi.NULL, src.shape[3], lib.GGML_ROPE_TYPE_NEOX, 0,
+    return wrap(lib.ggml_rope_ext(ctx, src.ptr, positions, ffi.NULL, src.shape[3], ROPE_MODES[mode], 0,
                                   float(base), 1.0, 0.0, 1.0, 0.0, 0.0), src)
 
 

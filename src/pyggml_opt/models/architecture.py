@@ -1,0 +1,41 @@
+"""What the language-model builders (``gpt``, ``llama``) share: telling whether a model is exactly
+what a builder makes from some hyperparameters, and, when it is not, which layer differs."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..nn import Network, serialize
+from .model import Sequential
+
+Builder = Callable[..., Sequential]
+Guess = Callable[[Network], "dict[str, Any] | None"]  # hyperparameters read off a model's layers, unchecked
+
+
+def hyperparameters_of(model: Network, guess: Guess, builder: Builder) -> dict[str, Any] | None:
+    """``builder``'s arguments that rebuild ``model``'s architecture exactly, or None."""
+    h = guess(model)
+    if h is None:
+        return None
+    try:
+        same = serialize(builder(**h)) == serialize(model)
+    except ValueError:
+        return None
+    return h if same else None
+
+
+def first_difference(model: Network, guess: Guess, builder: Builder, what: str) -> str:
+    """Which layer of ``model`` keeps it from being the ``builder``'s model ``what`` (for errors)."""
+    if not isinstance(model, Sequential):
+        return f"a {type(model).__name__} is not a {what} (a Sequential of its layers)"
+    h = guess(model)
+    try:
+        reference = builder(**h).layers if h is not None else []
+    except ValueError as exc:
+        return f"its hyperparameters do not make a {what} ({exc})"
+    for i, layer in enumerate(model.layers):
+        if i >= len(reference) or serialize(layer) != serialize(reference[i]):
+            want = f"{reference[i]!r} named {reference[i].name!r}" if i < len(reference) else "no layer"
+            return f"layer {i} ({layer!r} named {layer.name!r}) does not map: a {what} has {want} there"
+    if len(reference) > len(model.layers):
+        return f"it lacks a {what}'s layer {len(model.layers)} ({reference[len(model.layers)]!r})"
+    return f"its input shape {model.input_shape} is not a {what}'s"

@@ -1,0 +1,89 @@
+"""Float64 numpy forward passes of llama.cpp's ``llama`` and ``gpt2`` files (read with gguf's own
+GGUFReader, not pyggml_opt's), the references of test_llama.py and test_llama_cpp.py."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def read_file(path):
+    """(hyperparameters by key, tensors by name as float64 numpy arrays) of a GGUF file."""
+    from gguf import GGUFReader
+
+    r = GGUFReader(str(path))
+    keys = {}
+    for name, field in r.fields.items():
+        if len(field.types) == 1 and field.data:
+            value = field.parts[field.data[0]]
+            keys[name] = bytes(value).decode() if field.types[0].name == "STRING" else value.item()
+    tensors = {t.name: np.array(t.data, np.float64).reshape([int(n) for n in reversed(t.shape)]) for t in r.tensors}
+    return keys, tensors
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+def layer_norm(x, w, b, eps):
+    mu = x.mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps) * w + b
+
+
+def rope_norm(x, base):
+    """llama.cpp's rope for arch llama (NORM): x (T, heads, d), pairs (2i, 2i+1) rotated by t * base^(-2i/d)."""
+    steps, _, d = x.shape
+    angle = np.arange(steps)[:, None, None] * base ** (-np.arange(0, d, 2) / d)[None, None, :]
+    c, s = np.cos(angle), np.sin(angle)
+    out = np.empty_like(x)
+    out[..., 0::2] = x[..., 0::2] * c - x[..., 1::2] * s
+    out[..., 1::2] = x[..., 0::2] * s + x[..., 1::2] * c
+    return out
+
+
+def attend(q, k, v):
+    """Causal attention of q (T, H, d) over k, v (T, KV, d): head h uses key head h // (H / KV)."""
+    steps, heads, d = q.shape
+    k, v = (np.repeat(t, heads // t.shape[1], axis=1) for t in (k, v))
+    s = np.einsum("thd,shd->hts", q, k) / np.sqrt(d) + np.triu(np.full((steps, steps), -np.inf), 1)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("hts,shd->thd", p, v).reshape(steps, heads * d)
+
+
+def llama_logits(keys, t, ids):
+    """Logits (T, vocab) of a llama file for one sequence of ids."""
+    heads, kv = keys["llama.attention.head_count"], keys.get("llama.attention.head_count_kv", keys["llama.attention.head_count"])
+    eps, base = keys["llama.attention.layer_norm_rms_epsilon"], keys.get("llama.rope.freq_base", 10000.0)
+    x = t["token_embd.weight"][ids]
+    steps, dim = x.shape
+    d = dim // heads
+    for i in range(keys["llama.block_count"]):
+        b = lambda n: t[f"blk.{i}.{n}.weight"]  # noqa: E731
+        h = rms_norm(x, b("attn_norm"), eps)
+        q = rope_norm((h @ b("attn_q").T).reshape(steps, heads, d), base)
+        k = rope_norm((h @ b("attn_k").T).reshape(steps, kv, d), base)
+        v = (h @ b("attn_v").T).reshape(steps, kv, d)
+        x = x + attend(q, k, v) @ b("attn_output").T
+        h = rms_norm(x, b("ffn_norm"), eps)
+        g = h @ b("ffn_gate").T
+        x = x + (g / (1 + np.exp(-g)) * (h @ b("ffn_up").T)) @ b("ffn_down").T
+    return rms_norm(x, t["output_norm.weight"], eps) @ t.get("output.weight", t["token_embd.weight"]).T
+
+
+def gpt2_logits(keys, t, ids):
+    """Logits (T, vocab) of a gpt2 file for one sequence of ids (GELU with the tanh approximation)."""
+    heads, eps = keys["gpt2.attention.head_count"], keys["gpt2.attention.layer_norm_epsilon"]
+    steps = len(ids)
+    x = t["token_embd.weight"][ids] + t["position_embd.weight"][:steps]
+    dim = x.shape[1]
+    for i in range(keys["gpt2.block_count"]):
+        b = lambda n, p="weight": t[f"blk.{i}.{n}.{p}"]  # noqa: E731
+        h = layer_norm(x, b("attn_norm"), b("attn_norm", "bias"), eps)
+        q, k, v = np.split(h @ b("attn_qkv").T + b("attn_qkv", "bias"), 3, axis=1)
+        o = attend(*(z.reshape(steps, heads, dim // heads) for z in (q, k, v)))
+        x = x + o @ b("attn_output").T + b("attn_output", "bias")
+        h = layer_norm(x, b("ffn_norm"), b("ffn_norm", "bias"), eps)
+        u = h @ b("ffn_up").T + b("ffn_up", "bias")
+        u = 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u ** 3)))
+        x = x + u @ b("ffn_down").T + b("ffn_down", "bias")
+    h = layer_norm(x, t["output_norm.weight"], t["output_norm.bias"], eps)
+    return h @ t.get("output.weight", t["token_embd.weight"]).T
