@@ -23,11 +23,18 @@ def hyperparameters_of(model: Network, guess: Guess, builder: Builder) -> dict[s
     return h if same else None
 
 
-def first_difference(model: Network, guess: Guess, builder: Builder, what: str) -> str:
-    """Which layer of ``model`` keeps it from being the ``builder``'s model ``what`` (for errors)."""
+def first_difference(model: Network, guess: Guess, builder: Builder, what: str, kinds: tuple[type, ...]) -> str:
+    """Which layer of ``model`` keeps it from being the ``builder``'s model ``what``, whose layers are
+    of the types ``kinds`` in that order (for errors)."""
+    outline = ", ".join(k.__name__ for k in kinds)
     if not isinstance(model, Sequential):
-        return f"a {type(model).__name__} is not a {what} (a Sequential of its layers)"
+        return f"a {type(model).__name__} is not a {what} (a Sequential of {outline})"
     h = guess(model)
+    if h is None:
+        # the first layer takes the ids (kinds[0]); the others are of the later kinds
+        i, layer = next(((i, la) for i, la in enumerate(model.layers) if not isinstance(la, kinds[:1] if i == 0 else kinds[1:])),
+                        (0, model.layers[0]))
+        return f"layer {i} ({layer!r} named {layer.name!r}) does not map: a {what} is made of {outline}"
     try:
         reference = builder(**h).layers if h is not None else []
     except ValueError as exc:

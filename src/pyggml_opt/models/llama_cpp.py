@@ -32,6 +32,7 @@ import numpy as np
 
 from ..core import GGUFFile
 from ..nn import Network
+from ..nn.layers import Dropout, Embedding, LayerNorm, Linear, LlamaBlock, PositionalEmbedding, RMSNorm, TransformerBlock
 from ..saving import FileFormat, register_format
 from .gpt import MAX_CONTEXT, gpt
 from .gpt import guess_hyperparameters as guess_gpt
@@ -110,6 +111,8 @@ LLAMA = TensorMap(
      "attn.wv": "attn_v.weight", "attn.wo": "attn_output.weight", "ffn_norm.weight": "ffn_norm.weight",
      "ffn.w_gate": "ffn_gate.weight", "ffn.w_up": "ffn_up.weight", "ffn.w_down": "ffn_down.weight"}, {})
 
+GPT2_KINDS = (Embedding, PositionalEmbedding, Dropout, TransformerBlock, LayerNorm, Linear)
+LLAMA_KINDS = (Embedding, LlamaBlock, RMSNorm, Linear)
 GPT2_EPS = 1e-5  # gpt's LayerNorms (TransformerBlock's default eps)
 
 
@@ -236,8 +239,8 @@ def _agrees(exact: object, file_value: object) -> bool:
 register_format(FileFormat("gpt2", lambda m: _gpt2_hyperparameters(m) is not None, _gpt2_build,
                            default_loss="cross_entropy", metadata=_gpt2_metadata, layout=LAYOUT,
                            to_tensors=GPT2.to_file, from_tensors=GPT2.from_file,
-                           mismatch=lambda m: first_difference(m, _gpt2_guess, gpt, "gpt2")))
+                           mismatch=lambda m: first_difference(m, _gpt2_guess, gpt, "gpt2", GPT2_KINDS)))
 register_format(FileFormat("llama", lambda m: llama_hyperparameters(m) is not None, _llama_build,
                            default_loss="cross_entropy", metadata=_llama_metadata, layout=LAYOUT,
                            to_tensors=LLAMA.to_file, from_tensors=LLAMA.from_file,
-                           mismatch=lambda m: first_difference(m, guess_llama, llama, "llama")))
+                           mismatch=lambda m: first_difference(m, guess_llama, llama, "llama", LLAMA_KINDS)))
