@@ -64,4 +64,16 @@ def import_or_skip(name: str, why: str):
         msg = f"{name} is not installed ({why}; pip install '.[test]'): {exc}"
         if os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1":
             pytest.fail(msg + " (PYGGML_OPT_REQUIRE_C_TESTS=1)")
-        pytest.skip(msg)
+        pytest.skip(msg, allow_module_level=True)  # also from a module's top level
+
+
+def fortunes_or_skip() -> list[str]:
+    """Every fortune of Debian's fortunes package, or a skip where it is not installed (a failure with
+    PYGGML_OPT_REQUIRE_C_TESTS=1, as in CI)."""
+    try:
+        texts, _, _ = pgo.data.load_fortunes()
+    except FileNotFoundError as exc:
+        if os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1":
+            pytest.fail(f"{exc} (PYGGML_OPT_REQUIRE_C_TESTS=1)")
+        pytest.skip(str(exc))
+    return texts

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import gzip
-import os
 import shutil
 from pathlib import Path
 
@@ -24,9 +23,9 @@ import pytest
 
 import pyggml_opt as pgo
 from pyggml_opt.core import GGUFFile
-from pyggml_opt.data import BPETokenizer, CharTokenizer, load_fortunes
+from pyggml_opt.data import BPETokenizer, CharTokenizer
 from pyggml_opt.saving import load_vocab, read_vocab, save_vocab, vocab_metadata
-from support import import_or_skip
+from support import fortunes_or_skip, import_or_skip
 
 import_or_skip("tokenizers", "BPETokenizer trains with it")
 GOLDEN = Path(__file__).resolve().parent / "llama_vocab" / "ggml-vocab-gpt-2.gguf"
@@ -89,12 +88,7 @@ def golden_cases() -> list[tuple[str, list[int]]]:
 @pytest.fixture(scope="module")
 def fortunes():
     """(training texts, 1 MB of held-out text): a seeded split of every fortune."""
-    try:
-        texts, _, _ = load_fortunes()
-    except FileNotFoundError as exc:
-        if os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1":
-            pytest.fail(f"{exc} (PYGGML_OPT_REQUIRE_C_TESTS=1)")
-        pytest.skip(str(exc))
+    texts = fortunes_or_skip()
     order = np.random.default_rng(0).permutation(len(texts))
     held, size = [], 0
     for i in order:

@@ -108,11 +108,12 @@ def test_load_errors(tmp_path):
     (tmp_path / "junk.gguf").write_bytes(b"not a gguf file at all")
     with pytest.raises(ValueError):
         pgo.load(tmp_path / "junk.gguf")
-    with GGUFFile() as f:
-        f.set("general.architecture", "llama")
-        f.write(tmp_path / "llama.gguf")
-    with pytest.raises(ValueError, match="architecture"):
-        pgo.load(tmp_path / "llama.gguf")
+    for arch, message in (("mamba", "unknown architecture"), ("llama", "needs the number llama.context_length")):
+        with GGUFFile() as f:
+            f.set("general.architecture", arch)
+            f.write(tmp_path / f"{arch}.gguf")
+        with pytest.raises(ValueError, match=message):
+            pgo.load(tmp_path / f"{arch}.gguf")
     with pytest.raises(TypeError, match="model"):
         pgo.save("not a model", tmp_path / "x.gguf")
     with pytest.raises(ValueError, match="not built"):

@@ -2,13 +2,43 @@
 what a builder makes from some hyperparameters, and, when it is not, which layer differs."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from ..nn import Network, serialize
+from ..nn.layers import Embedding, Layer
+from ..nn.losses import CrossEntropy
 from .model import Sequential
 
+LOSS = CrossEntropy.name  # what a language model trains with: the next id of every step
 Builder = Callable[..., Sequential]
 Guess = Callable[[Network], "dict[str, Any] | None"]  # hyperparameters read off a model's layers, unchecked
+
+
+def language_model(layers: list[Layer], context: int) -> Sequential:
+    """A Sequential of ``layers`` taking windows of ``context`` ids, trained with cross-entropy."""
+    model = Sequential(layers, input_shape=(context,))
+    model.loss = LOSS
+    return model
+
+
+class Parts(NamedTuple):
+    """What a language model's hyperparameters are read from."""
+
+    embedding: Embedding
+    blocks: list[Any]  # of the builder's block type
+    head: Layer        # the last layer
+    context: int
+
+
+def blocks_of(model: Network, block: type[Layer]) -> Parts | None:
+    """The parts of a language model with an input shape that starts with an Embedding and has
+    ``block`` layers; None otherwise."""
+    if not isinstance(model, Sequential) or not model.layers or not isinstance(model.layers[0], Embedding):
+        return None
+    blocks = [layer for layer in model.layers if isinstance(layer, block)]
+    if not blocks or model.input_shape is None:
+        return None
+    return Parts(model.layers[0], blocks, model.layers[-1], model.input_shape[0])
 
 
 def hyperparameters_of(model: Network, guess: Guess, builder: Builder) -> dict[str, Any] | None:

@@ -26,10 +26,9 @@ from typing import Any
 from ..checks import check_choice, check_int, check_number
 from ..core import GGUFFile
 from ..nn import Network
-from ..nn.losses import CrossEntropy
 from ..nn.layers import Dropout, Embedding, Layer, LayerNorm, Linear, PositionalEmbedding, TransformerBlock
 from ..saving import FileFormat, register_format
-from .architecture import hyperparameters_of
+from .architecture import LOSS, blocks_of, hyperparameters_of, language_model
 from .model import Sequential
 
 ARCHITECTURE = "pyggml-gpt"
@@ -60,21 +59,18 @@ def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dr
         layers.append(Dropout(dropout, name="drop"))
     layers += [TransformerBlock(dim, n_heads, dropout=dropout, rope=rope, name=f"blk{i}") for i in range(n_layers)]
     layers += [LayerNorm(dim, name="ln_f"), Linear(dim, vocab_size, bias=bool(head_bias), name="head")]
-    model = Sequential(layers, input_shape=(context,))
-    model.loss = CrossEntropy.name
-    return model
+    return language_model(layers, context)
 
 
 def guess_hyperparameters(model: Network) -> dict[str, Any] | None:
     """The builder's arguments read off ``model``'s layers, unchecked (``hyperparameters`` checks them);
     None where it is not even shaped like one."""
-    if not isinstance(model, Sequential) or not model.layers or not isinstance(model.layers[0], Embedding):
+    found = blocks_of(model, TransformerBlock)
+    if found is None:
         return None
-    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
-    if not blocks or model.input_shape is None:
-        return None
-    first, head = blocks[0], model.layers[-1]
-    return {"vocab_size": model.layers[0].num_embeddings, "context": model.input_shape[0], "dim": first.dim,
+    embedding, blocks, head, context = found
+    first = blocks[0]
+    return {"vocab_size": embedding.num_embeddings, "context": context, "dim": first.dim,
             "n_layers": len(blocks), "n_heads": first.n_heads, "dropout": first.dropout,
             "positions": "rope" if first.rope else "learned", "head_bias": not isinstance(head, Linear) or head.bias}
 
@@ -125,4 +121,4 @@ def _build(f: GGUFFile) -> Network:
 
 
 register_format(FileFormat(ARCHITECTURE, lambda m: hyperparameters(m) is not None, _build,
-                           default_loss=CrossEntropy.name, metadata=_metadata))
+                           default_loss=LOSS, metadata=_metadata))

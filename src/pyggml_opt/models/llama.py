@@ -8,7 +8,7 @@ from typing import Any
 from ..checks import check_int, check_number
 from ..nn import Network
 from ..nn.layers import Embedding, Linear, LlamaBlock, RMSNorm
-from .architecture import hyperparameters_of
+from .architecture import blocks_of, hyperparameters_of, language_model
 from .model import Sequential
 
 FFN_MULTIPLE = 32  # the default ffn_dim is rounded up to a multiple of this (Llama rounds to 256)
@@ -29,7 +29,7 @@ def llama(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, 
     rotary positions as llama.cpp computes them for its ``llama`` architecture (adjacent feature pairs,
     base ``rope_theta``), RMSNorm, SwiGLU MLP of ``ffn_dim`` units (default ``default_ffn_dim(dim)``);
     no biases), a final RMSNorm ``norm`` and an untied output layer ``head`` without bias; every RMSNorm
-    uses ``norm_eps``. Train it with ``loss="cross_entropy"`` on the next id of every step, sample with
+    uses ``norm_eps``. Train it with the cross-entropy loss (fit's default) on the next id of every step, sample with
     ``model.generate``, and save it for llama.cpp with ``model.save(path, tokenizer=tok)``.
     """
     vocab_size, context = check_int("vocab_size", vocab_size), check_int("context", context)
@@ -40,21 +40,18 @@ def llama(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, 
     layers = [Embedding(vocab_size, dim, name="tok"),
               *(LlamaBlock(dim, n_heads, n_kv_heads, ffn_dim, rope_theta, norm_eps, name=f"blk{i}") for i in range(n_layers)),
               RMSNorm(dim, norm_eps, name="norm"), Linear(dim, vocab_size, bias=False, name="head")]
-    model = Sequential(layers, input_shape=(context,))
-    model.loss = "cross_entropy"
-    return model
+    return language_model(layers, context)
 
 
 def guess_hyperparameters(model: Network) -> dict[str, Any] | None:
     """The builder's arguments read off ``model``'s layers, unchecked (``hyperparameters`` checks them);
     None where it is not even shaped like one."""
-    if not isinstance(model, Sequential) or not model.layers or not isinstance(model.layers[0], Embedding):
+    found = blocks_of(model, LlamaBlock)
+    if found is None:
         return None
-    blocks = [layer for layer in model.layers if isinstance(layer, LlamaBlock)]
-    if not blocks or model.input_shape is None:
-        return None
+    embedding, blocks, _, context = found
     b = blocks[0]
-    return {"vocab_size": model.layers[0].num_embeddings, "context": model.input_shape[0], "dim": b.dim,
+    return {"vocab_size": embedding.num_embeddings, "context": context, "dim": b.dim,
             "n_layers": len(blocks), "n_heads": b.n_heads, "n_kv_heads": b.n_kv_heads, "ffn_dim": b.ffn_dim,
             "rope_theta": b.rope_theta, "norm_eps": b.eps}
 

@@ -40,7 +40,7 @@ from .gpt import hyperparameters as gpt_hyperparameters
 from .llama import guess_hyperparameters as guess_llama
 from .llama import hyperparameters as llama_hyperparameters
 from .llama import llama
-from .architecture import first_difference
+from .architecture import LOSS, first_difference
 
 LAYOUT = "llama.cpp"
 OWN_HYPERPARAMETERS = "pyggml_opt.hyperparameters"
@@ -237,10 +237,10 @@ def _agrees(exact: object, file_value: object) -> bool:
 
 
 register_format(FileFormat("gpt2", lambda m: _gpt2_hyperparameters(m) is not None, _gpt2_build,
-                           default_loss="cross_entropy", metadata=_gpt2_metadata, layout=LAYOUT,
+                           default_loss=LOSS, metadata=_gpt2_metadata, layout=LAYOUT,
                            to_tensors=GPT2.to_file, from_tensors=GPT2.from_file,
                            mismatch=lambda m: first_difference(m, _gpt2_guess, gpt, "gpt2", GPT2_KINDS)))
 register_format(FileFormat("llama", lambda m: llama_hyperparameters(m) is not None, _llama_build,
-                           default_loss="cross_entropy", metadata=_llama_metadata, layout=LAYOUT,
+                           default_loss=LOSS, metadata=_llama_metadata, layout=LAYOUT,
                            to_tensors=LLAMA.to_file, from_tensors=LLAMA.from_file,
                            mismatch=lambda m: first_difference(m, guess_llama, llama, "llama", LLAMA_KINDS)))

@@ -1,0 +1,120 @@
+"""llama.cpp judges the language models pyggml_opt trains (issue 30): a gpt saved as llama.cpp's gpt2
+and a llama saved as llama, both trained briefly on Debian's fortunes with a BPETokenizer, run in
+llama.cpp (llama-cpp-python 0.3.36, F32 key / value cache) with
+
+- logits equal to pyggml_opt's predict for 10 held-out prompts (relative error <= 1e-3; measured:
+  llama 2e-7, gpt2 1e-4, llama.cpp's CPU GELU reading a float16 table),
+- greedy generation of 200 tokens identical to pyggml_opt's generate,
+- files that gguf's GGUFReader reads, whose float64 numpy forward (llama_numpy.py) agrees with both.
+
+llama-cpp-python, gguf and tokenizers come with the test extra; without them these tests skip, unless
+PYGGML_OPT_REQUIRE_C_TESTS=1 (CI), where they fail. About 20 s on 2 shared cores (training two models
+for 20 steps each is most of it).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyggml_opt as pgo
+from pyggml_opt.data import BPETokenizer
+from llama_numpy import gpt2_logits, llama_logits, read_file
+from support import fortunes_or_skip, import_or_skip
+
+llama_cpp = import_or_skip("llama_cpp", "llama.cpp judges the model files")
+import_or_skip("gguf", "gguf's GGUFReader reads the files")
+import_or_skip("tokenizers", "BPETokenizer trains with it")
+
+CONTEXT, PROMPTS, NEW_TOKENS = 256, 10, 200
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    """(tokenizer, training windows x, y, held-out ids): BPE of 512 tokens learnt on a seeded split of
+    the fortunes; 1000 fortunes held out."""
+    texts = fortunes_or_skip()
+    order = np.random.default_rng(0).permutation(len(texts))
+    train = [texts[i] for i in order[1000:]]
+    tok = BPETokenizer.fit(train, 512)
+    ids = tok.encode("\n\n".join(train[:1500]))
+    n = 320
+    x = ids[:n * CONTEXT].reshape(n, CONTEXT)
+    y = ids[1:n * CONTEXT + 1].reshape(n, CONTEXT)
+    held = tok.encode("\n\n".join(texts[i] for i in order[:1000]))
+    return tok, x, y, held
+
+
+MODELS = {"gpt2": lambda v: pgo.models.gpt(v, CONTEXT, 64, 2, 4, head_bias=False),
+          "llama": lambda v: pgo.models.llama(v, CONTEXT, 64, 2, 4, n_kv_heads=2)}
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def exported(request, corpus, tmp_path_factory):
+    """(architecture, trained model, its llama.cpp file, llama.cpp's Llama on it)."""
+    tok, x, y, _ = corpus
+    model = MODELS[request.param](tok.vocab_size)
+    history = model.fit(x, y, epochs=1, batch_size=16, optimizer=pgo.AdamW(lr=3e-3), seed=0, verbose=0, n_threads=1)
+    assert history["loss"][-1] < 5.8  # trained, if briefly (ln 512 = 6.24 for a uniform guess)
+    path = tmp_path_factory.mktemp(request.param) / f"{request.param}.gguf"
+    model.save(path, tokenizer=tok)
+    llm = llama_cpp.Llama(str(path), n_ctx=CONTEXT, logits_all=True, type_k=0, type_v=0, n_threads=1,
+                          n_batch=CONTEXT, verbose=False)
+    yield request.param, model, path, llm
+    llm.close()
+
+
+def prompts(held: np.ndarray) -> list[np.ndarray]:
+    """10 held-out prompts of 1 to 64 ids."""
+    rng = np.random.default_rng(1)
+    lengths = [1, 64, *rng.integers(2, 64, PROMPTS - 2)]
+    starts = rng.integers(0, len(held) - 64, PROMPTS)
+    return [held[s:s + n] for s, n in zip(starts, lengths)]
+
+
+def llama_cpp_logits(llm, ids: np.ndarray) -> np.ndarray:
+    llm.reset()
+    llm.eval(ids.tolist())
+    return np.array(llm.scores[:len(ids)], np.float32)
+
+
+def relative_error(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def test_llama_cpp_logits_equal_predict(exported, corpus):
+    arch, model, _, llm = exported
+    worst = 0.0
+    for ids in prompts(corpus[3]):
+        # predict takes the model's whole context: the prompt, then padding that causal attention hides
+        window = np.zeros((1, CONTEXT), np.int32)
+        window[0, :len(ids)] = ids
+        ours = model.predict(window, logits=True)[0, :len(ids)]
+        worst = max(worst, relative_error(llama_cpp_logits(llm, ids), ours))
+    assert worst <= 1e-3, (arch, worst)
+
+
+def test_greedy_generation_of_200_tokens_is_identical(exported, corpus):
+    arch, model, _, llm = exported
+    prompt = corpus[3][:32]
+    ours = model.generate(prompt, NEW_TOKENS, temperature=0)[len(prompt):]
+    llm.reset()
+    llm.eval(prompt.tolist())
+    theirs = []
+    for _ in range(NEW_TOKENS):
+        theirs.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
+        llm.eval([theirs[-1]])
+    assert ours.tolist() == theirs, arch
+
+
+def test_gguf_reader_reads_the_file_and_numpy_agrees(exported, corpus):
+    arch, model, path, llm = exported
+    keys, tensors = read_file(path)
+    assert keys["general.architecture"] == arch
+    assert tensors["token_embd.weight"].shape == (corpus[0].vocab_size, 64)
+    ids = prompts(corpus[3])[1]
+    reference = (gpt2_logits if arch == "gpt2" else llama_logits)(keys, tensors, ids)
+    window = np.zeros((1, CONTEXT), np.int32)
+    window[0, :len(ids)] = ids
+    assert relative_error(model.predict(window, logits=True)[0, :len(ids)], reference) < 1e-6
+    # llama.cpp's F32 cache: about 2e-7 for llama; gpt2's float16 GELU table: about 1e-4
+    assert relative_error(llama_cpp_logits(llm, ids), reference) < (1e-3 if arch == "gpt2" else 1e-6)
