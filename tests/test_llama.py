@@ -163,3 +163,30 @@ def test_a_llama_file_with_tensors_the_model_lacks_is_refused(tmp_path):
     m.save(tmp_path / "m.gguf", tokenizer=TOK, extra_tensors={"rope_freqs.weight": np.ones(2, np.float32)})
     with pytest.raises(ValueError, match="unexpected \\['rope_freqs.weight'\\]"):
         pgo.load(tmp_path / "m.gguf")
+
+
+def test_q8_0_blocks_hold_each_value_within_half_a_step():
+    x = np.random.default_rng(0).normal(size=(3, 64)).astype(np.float32)
+    raw = pgo.core.tensor_data.quantize(x, "q8_0").reshape(3 * 2, 34)  # blocks: float16 scale, 32 int8
+    scale = raw[:, :2].copy().view(np.float16).astype(np.float64)
+    values = raw[:, 2:].view(np.int8).astype(np.float64) * scale
+    np.testing.assert_allclose(scale[:, 0], np.abs(x.reshape(6, 32)).max(axis=1) / 127, rtol=1e-3)
+    assert (np.abs(values - x.reshape(6, 32)) <= scale / 2 * 1.01).all()
+    assert pgo.core.tensor_data.quantize(x, "q4_0").size == 3 * 2 * 18  # float16 scale, 32 4-bit values
+    with pytest.raises(ValueError, match="multiple of 32"):
+        pgo.core.tensor_data.quantize(x[:, :40], "q8_0")
+
+
+def test_quantized_llama_cpp_files(tmp_path):
+    m = small_llama()
+    with pytest.raises(ValueError, match="quantize needs layout='llama.cpp'"):
+        m.save(tmp_path / "x.gguf", quantize="q8_0")
+    with pytest.raises(ValueError, match="quantize"):
+        m.save(tmp_path / "x.gguf", tokenizer=TOK, quantize="q5_k")
+    wide = pgo.models.llama(V, T, 32, 1, 4)  # rows of 32 values: quantized; the norms stay float32
+    wide.build((T,), seed=0)
+    wide.save(tmp_path / "q.gguf", tokenizer=TOK, quantize="q8_0")
+    meta = pgo.saving.load_metadata(tmp_path / "q.gguf")
+    assert meta["general.file_type"] == 7
+    with pytest.raises(ValueError, match="unquantized"):
+        pgo.load(tmp_path / "q.gguf")

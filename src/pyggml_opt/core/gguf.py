@@ -10,7 +10,7 @@ from .._lib import CData, c_str, ffi, lib
 from ..atomic import atomic_file
 from .context import Context
 from .handle import Handle
-from .tensor_data import MAX_NAME, NP_TYPES, ne_of, shape_of
+from .tensor_data import MAX_NAME, NP_TYPES, QUANTIZED_TYPES, ne_of, quantize, shape_of
 
 _GETTERS = {
     lib.GGUF_TYPE_UINT8: "u8", lib.GGUF_TYPE_INT8: "i8", lib.GGUF_TYPE_UINT16: "u16",
@@ -188,17 +188,23 @@ class GGUFFile(Handle):
             raise ValueError(f"tensor {name!r} is truncated in the file")
         return arr.astype(dtype, copy=False).reshape(shape_of(t, ndim))
 
-    def add_tensor(self, name: str, value: np.ndarray) -> None:
-        """Add a float32 tensor (numpy-order shape, at most 4 dims) to be written. ValueError for a name
-        ggml cannot store (64 bytes or more) or one already added (gguf aborts on both)."""
+    def add_tensor(self, name: str, value: np.ndarray, type_name: str = "f32") -> None:
+        """Add a tensor (numpy-order shape, at most 4 dims) to be written, as float32 or quantized
+        (``type_name`` "q8_0" / "q4_0": ``tensor_data.quantize``, rows of a multiple of 32 values).
+        ValueError for a name ggml cannot store (64 bytes or more) or one already added (gguf aborts on
+        both)."""
         key = name.encode()
         if len(key) >= MAX_NAME:
             raise ValueError(f"GGUF tensor name {name!r} is too long (at most {MAX_NAME - 1} bytes)")
         if lib.gguf_find_tensor(self.ptr, key) >= 0:
             raise ValueError(f"the GGUF file already has a tensor {name!r}")
         arr = np.ascontiguousarray(value, dtype=np.float32)
+        kind = lib.GGML_TYPE_F32 if type_name == "f32" else QUANTIZED_TYPES.get(type_name, -1)
+        shape = arr.shape
+        if type_name != "f32":
+            arr = quantize(arr, type_name)  # the file's bytes; ValueError for an unknown type or row length
         ctx = Context(1)  # one per tensor: gguf keeps a copy of the tensor's header, its data stays in `arr`
-        t = lib.ggml_new_tensor(ctx.ptr, lib.GGML_TYPE_F32, lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne_of(arr.shape)))
+        t = lib.ggml_new_tensor(ctx.ptr, kind, lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne_of(shape)))
         lib.ggml_set_name(t, key)
         self._arrays.append((arr, ctx))
         t.data = ffi.cast("void *", ffi.from_buffer(arr))

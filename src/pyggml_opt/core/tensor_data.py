@@ -24,6 +24,30 @@ NP_TYPES: dict[int, type[np.generic]] = {
 }
 
 
+QUANTIZED_TYPES = {"q8_0": lib.GGML_TYPE_Q8_0, "q4_0": lib.GGML_TYPE_Q4_0}  # what a file's weights may be stored as
+
+
+def quantize(values: np.ndarray, type_name: str) -> np.ndarray:
+    """The bytes of float32 ``values`` in ggml's quantized type ``type_name`` ("q8_0": blocks of 32
+    values as int8 and one float16 scale, 8.5 bits a value; "q4_0": 4-bit values, 4.5 bits a value),
+    row by row along the last axis (ggml_quantize_chunk), as a uint8 array. ValueError unless the rows'
+    length is a multiple of the block size."""
+    if type_name not in QUANTIZED_TYPES:
+        raise ValueError(f"type_name must be one of {sorted(QUANTIZED_TYPES)}, got {type_name!r}")
+    kind = QUANTIZED_TYPES[type_name]
+    src = np.ascontiguousarray(values, np.float32)
+    n_per_row = src.shape[-1] if src.ndim else 1
+    block = lib.ggml_blck_size(kind)
+    if n_per_row % block:
+        raise ValueError(f"{type_name} quantizes rows of a multiple of {block} values, got rows of {n_per_row}")
+    rows = src.size // n_per_row
+    out = np.empty(lib.ggml_row_size(kind, n_per_row) * rows, np.uint8)
+    written = lib.ggml_quantize_chunk(kind, ffi.from_buffer("float[]", src), ffi.from_buffer(out), 0, rows, n_per_row,
+                                      ffi.NULL)
+    assert written == out.nbytes  # ggml's row size times the rows
+    return out
+
+
 def shape_of(t: CData, ndim: int | None = None) -> tuple[int, ...]:
     """numpy-order shape of tensor ``t``; ``ndim`` dims (default: drop trailing size-1 dims, keep >= 1)."""
     ne = [int(t.ne[i]) for i in range(lib.GGML_MAX_DIMS)]

@@ -32,6 +32,9 @@ from ..nn.losses import loss_entry
 from .formats import GENERIC, LAYOUTS, FileFormat, format_named, format_of, formats_in, known_architectures
 from .llama_vocab import vocab_metadata
 
+# llama.cpp's general.file_type (llama.h: enum llama_ftype): what most of the weights are stored as
+FILE_TYPES = {"f32": 0, "q4_0": 2, "q8_0": 7}
+
 
 
 def config_entry(model: Network) -> str:
@@ -85,7 +88,8 @@ def _first_difference(theirs: object, ours: object, where: str = "") -> str:
 
 def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] | None = None,
          extra_tensors: dict[str, np.ndarray] | None = None, *,
-         tokenizer: BPETokenizer | CharTokenizer | None = None, layout: str | None = None) -> None:
+         tokenizer: BPETokenizer | CharTokenizer | None = None, layout: str | None = None,
+         quantize: str | None = None) -> None:
     """Write ``model`` to ``path`` (GGUF). The file is replaced atomically.
 
     tokenizer: written inside the file under llama.cpp's ``tokenizer.ggml.*`` keys; its vocabulary
@@ -94,6 +98,9 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
        file llama.cpp runs (llama-cli, llama-server, llama-cpp-python), a ``gpt`` as llama.cpp's
        ``gpt2`` architecture, a ``llama`` as ``llama``; ValueError naming the first layer that does not
        map for any other model. Both load back with ``load``.
+    quantize: "q8_0" or "q4_0" (llama.cpp's layout only): the weight matrices (every 2-D tensor whose
+       rows are a multiple of 32 values) stored in that ggml type, for llama.cpp to run; pyggml_opt
+       does not load such files back (its models train float32 weights).
     ``extra`` (key -> str/int/float/bool) and ``extra_tensors`` (name -> array) are added as they are;
     ``checkpoint.py`` stores the optimizer state this way.
     """
@@ -107,6 +114,10 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         reasons = "; ".join(f"{f.architecture}: {f.mismatch(model) if f.mismatch else 'does not fit'}"
                             for f in formats_in(layout))
         raise ValueError(f"no {layout} architecture fits this model ({reasons})")
+    if quantize is not None:
+        quantize = check_choice("quantize", quantize, tuple(FILE_TYPES)[1:])
+        if layout == GENERIC:
+            raise ValueError("quantize needs layout='llama.cpp' (a tokenizer): pyggml_opt's own files hold float32 weights")
     vocab = vocab_metadata(tokenizer) if tokenizer is not None else {}
     if layout != GENERIC and not vocab:
         raise ValueError(f"a {layout} file needs the model's tokenizer inside: save(model, path, tokenizer=...)")
@@ -123,9 +134,13 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         f.set("pyggml_opt.config", config)
         f.set("pyggml_opt.input_shape", json.dumps(list(model.input_shape)))
         f.set("pyggml_opt.loss", loss_entry(model.loss))
+        if layout != GENERIC:
+            f.set("general.file_type", np.uint32(FILE_TYPES[quantize or "f32"]))
         for key, value in {**(fmt.metadata(model) if fmt else {}), **vocab, **(extra or {})}.items():
             f.set(key, value)
-        for name, value in {**tensors, **(extra_tensors or {})}.items():
+        for name, value in tensors.items():
+            f.add_tensor(name, value, quantize if quantize and value.ndim == 2 and value.shape[1] % 32 == 0 else "f32")
+        for name, value in (extra_tensors or {}).items():
             f.add_tensor(name, value)
         f.write(path)
 
