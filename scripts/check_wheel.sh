@@ -195,7 +195,7 @@ for need in ["pyproject.toml", "CMakeLists.txt", "LICENSE", "README.md", "PKG-IN
              "vendor/ggml/CMakeLists.txt", "vendor/ggml/LICENSE", "vendor/ggml/include/ggml.h",
              "vendor/ggml/src/ggml.c", "vendor/ggml/src/ggml-cpu/CMakeLists.txt", "vendor/ggml/src/ggml-cuda/CMakeLists.txt",
              "vendor/ggml/src/ggml-metal/ggml-metal.metal", "vendor/ggml/tests/test-backend-ops.cpp",
-             "src/pyggml_opt/_ffi_build.py", "src/pyggml_opt/py.typed", "tests/c/CMakeLists.txt"]:
+             "src/pyggml_opt/_ffi_build.py", "src/pyggml_opt/py.typed", "tests/ggml/c/CMakeLists.txt"]:
     if need not in names:
         bad.append(f"missing {need}")
 if not any(n.startswith("vendor/patches/") and n.endswith(".patch") for n in names):

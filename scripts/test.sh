@@ -3,7 +3,7 @@
 # tests (test-opt, test-backend-ops, ggml's mnist tools) and the test extra (pip install ".[test]":
 # pytest and everything the tests use), into the environment of `python3` (an active virtual
 # environment's), then runs every test: pytest runs the Python tests and, through
-# tests/test_c_level.py, ctest.
+# tests/ggml/test_c_level.py, ctest.
 #
 # The build shows ninja's [n/N] steps; pip's whole log goes to a file, whose tail is printed when
 # the install fails. Everything runs, including the test marked `slow` (the 30-epoch CNN accuracy

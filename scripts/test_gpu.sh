@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CUDA check on the machine's NVIDIA GPU: build pyggml_opt with CUDA for this card's architecture
 # only, then
-#   1. tests/test_backends.py (backend names, sessions) against the CUDA build;
+#   1. tests/api/test_backends.py (backend names, sessions) against the CUDA build;
 #   2. ggml's test-backend-ops on CUDA0 for the ops pyggml_opt's graphs use: `support` (which ops the
 #      CUDA backend takes), `test` (CUDA against the CPU) and, with PGO_GPU_GRAD=1, `grad`;
 #   3. scripts/backend_report.py --backend cuda: which backend the scheduler gives each op of the
@@ -97,7 +97,7 @@ CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
 echo "   built and installed in $((SECONDS - t0)) s"
 
 failed=()
-# ---- 1. the devices and tests/test_backends.py -------------------------------------------------
+# ---- 1. the devices and tests/api/test_backends.py -------------------------------------------------
 echo "== devices"
 (cd "$OUT" && "$VPY" - <<'EOF') || { echo "FAIL: the CUDA build has no CUDA device" >&2; exit 1; }
 import sys, pyggml_opt as pgo
@@ -110,9 +110,9 @@ for name in ("cuda", "CUDA:0", "gpu", "CUDA0"):
     print(f"   {name!r} -> {c_str(lib.ggml_backend_dev_name(find_device(name)))}")
 sys.exit(0 if any(d.name.startswith("CUDA") for d in pgo.devices()) else 1)
 EOF
-echo "== tests/test_backends.py"
+echo "== tests/api/test_backends.py"
 (cd tests && "$VPY" -m pytest -q -rs -p no:cacheprovider test_backends.py 2>&1 | tail -n 15) | sed 's/^/   /'
-[ "${PIPESTATUS[0]}" = 0 ] || failed+=("tests/test_backends.py")
+[ "${PIPESTATUS[0]}" = 0 ] || failed+=("tests/api/test_backends.py")
 
 # ---- 2. test-backend-ops on CUDA0 for the ops the training graphs use --------------------------
 # (scripts/backend_report.py lists them: MLP, CNN, and the composed activations / LayerNorm / losses)

@@ -15,7 +15,7 @@
 # Any ASan report (heap overflow, use after free, double free, ...) or UBSan report aborts the
 # process that hit it (halt_on_error=1), so it shows up as a failed test, and the report is on stderr
 # (pytest prints it). Leak checking is off: CPython and numpy keep allocations alive until exit by
-# design; the lifetime tests measure leaks of our own handles instead (tests/test_lifetimes.py).
+# design; the lifetime tests measure leaks of our own handles instead (tests/api/test_lifetimes.py).
 #
 # Usage: bash scripts/test_sanitize.sh [pytest arguments]     e.g. -x, -k lifetimes
 #   The test marked slow (30-epoch CNN) is left out; PYGGML_OPT_SLOW=1 includes it. Runs several
@@ -46,7 +46,7 @@ export PYGGML_OPT_BUILD_DIR="$build"
 # allocator_may_return_null: a request for an absurd size returns NULL (numpy raises MemoryError), as
 # without ASan, instead of ASan aborting; the GGUF fuzz tests feed such sizes on purpose
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:symbolize=1:detect_stack_use_after_return=0:allocator_may_return_null=1"
-# tests/c/ubsan.supp: one known report in upstream test code, explained there
+# tests/ggml/c/ubsan.supp: one known report in upstream test code, explained there
 export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:suppressions=$repo/tests/c/ubsan.supp"
 marker=(-m "not slow")
 if [ "${PYGGML_OPT_SLOW:-0}" = "1" ]; then marker=(); fi

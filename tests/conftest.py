@@ -1,18 +1,28 @@
-"""Shared pytest configuration and fixtures (``data``, ``trained``; plain helpers are in support.py).
+"""Shared pytest configuration and fixtures (``data``, ``trained``; plain helpers are in support/).
+
+The tests live in folders by level: kernels/ (ops, kernels and layers against float64 numpy and finite
+differences), ggml/ (the raw binding, ports of ggml's own tests, the C-level tests of ggml/c/),
+api/ (the public API's behaviour) and integration/ (real data sets, examples, documentation, llama.cpp,
+fuzzing, fault injection, files of earlier versions). Each imports ``support`` from tests/, which this
+file puts on ``sys.path``.
 
 Marker ``slow``: tests that take minutes (the 30-epoch CNN accuracy target). They run by default
 (scripts/test.sh and CI run everything); deselect them while developing with ``pytest -m "not slow"``.
 """
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
-import pyggml_opt as pgo
-from support import FAST, blobs, mlp
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import support` from every folder, any import mode
+
+import pyggml_opt as pgo  # noqa: E402
+from support import FAST, blobs, mlp  # noqa: E402
 
 
 # scikit-learn's estimator checks test numpy through the array API only when this is set before scipy
-# is imported (tests/test_sklearn.py); without it those checks are skipped
+# is imported (tests/api/test_sklearn.py); without it those checks are skipped
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
 

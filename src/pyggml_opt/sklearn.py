@@ -273,7 +273,7 @@ class _GGMLEstimator(BaseEstimator):
         "check_sample_weight_equivalence_on_dense_data":
             "training is minibatch AdamW over shuffled data: a sample repeated or weighted 2 (or removed or "
             "weighted 0) changes how the samples fall into batches, so the weights after max_iter epochs differ; "
-            "sample_weight does weigh each sample's loss (tests/test_sklearn.py checks a full-batch step exactly)",
+            "sample_weight does weigh each sample's loss (tests/api/test_sklearn.py checks a full-batch step exactly)",
     }
 
 

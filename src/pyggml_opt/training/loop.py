@@ -61,7 +61,7 @@ def max_epoch_steps() -> int | None:
     """``PYGGML_OPT_MAX_EPOCH_STEPS=k``: every epoch of every ``fit`` ends after ``k`` optimizer steps.
 
     A smoke run of a script as written, every call at its real arguments and only the training cut
-    short (tests/test_snippets.py runs the documentation's examples so); it reaches the worker
+    short (tests/integration/test_snippets.py runs the documentation's examples so); it reaches the worker
     processes of joblib and Dask, which inherit the environment. Warns, since a model trained so is
     not the one the script means."""
     value = os.environ.get(MAX_EPOCH_STEPS_ENV, "").strip()
@@ -257,7 +257,7 @@ def fit(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, epochs: i
     optimizer_state: continue from this optimizer state (AdamW moments, step count), such as
        ``model.optimizer_state``, which every fit leaves on the model; default a fresh optimizer.
     Environment: ``PYGGML_OPT_MAX_EPOCH_STEPS=k`` ends every epoch after k optimizer steps (with a
-       RuntimeWarning), to smoke-run a script at its own settings (tests/test_snippets.py).
+       RuntimeWarning), to smoke-run a script at its own settings (tests/integration/test_snippets.py).
     Returns a History (also stored as ``model.history``).
     """
     check_trainable(model)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pyggml_opt as pgo
-from support import FAST, X, Y, mlp, same_weights
+from support import FAST, X, Y, child_env, mlp, same_weights
 
 CHILD = textwrap.dedent("""
     import pickle, sys
@@ -30,11 +30,8 @@ def run_child(tmp_path, obj) -> dict:
     """Unpickle ``obj`` in a fresh interpreter, train it one more epoch there and bring back the result."""
     (tmp_path / "in.pkl").write_bytes(pickle.dumps(obj))
     (tmp_path / "child.py").write_text(CHILD)
-    # the package the tests import (an installed one, or a source tree on PYTHONPATH), and support.py
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.path.dirname(__file__),
-                                                                      os.environ.get("PYTHONPATH")]))}
     subprocess.run([sys.executable, str(tmp_path / "child.py"), str(tmp_path / "in.pkl"), str(tmp_path / "out.pkl")],
-                   check=True, timeout=120, env=env)
+                   check=True, timeout=120, env=child_env())
     return pickle.loads((tmp_path / "out.pkl").read_bytes())
 
 

@@ -18,7 +18,7 @@ import pytest
 
 import pyggml_opt as pgo
 from pyggml_opt.data import BPETokenizer
-from llama_numpy import gpt2_logits, llama_logits, read_file
+from support.llama_numpy import gpt2_logits, llama_logits, read_file
 from support import fortunes_or_skip, import_or_skip
 
 llama_cpp = import_or_skip("llama_cpp", "llama.cpp judges the model files")

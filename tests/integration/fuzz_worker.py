@@ -1,4 +1,4 @@
-"""Child process for tests/test_fuzz_api.py: runs public-API cases read from stdin, one JSON per line.
+"""Child process for tests/integration/test_fuzz_api.py: runs public-API cases read from stdin, one JSON per line.
 
 For each case it prints "BEGIN" then one JSON line {"ok": bool, "error": type name or null}. The parent
 treats any exception other than ValueError / TypeError as a failure, and a dead child (a signal) as a

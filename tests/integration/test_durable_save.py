@@ -4,7 +4,7 @@ leaves the previous file byte for byte; permission bits are kept; temporary file
 removed by the next save to the same path.
 
 Faults are injected in subprocesses: one under RLIMIT_FSIZE (a full disk in the last bytes, which
-stdio flushes at fclose), and one under tests/c/fault_shim.c (LD_PRELOAD), which fails one write,
+stdio flushes at fclose), and one under tests/integration/fault_shim.c (LD_PRELOAD), which fails one write,
 fsync or close of the temporary file per case. The shim is compiled here with gcc: without gcc these
 tests fail rather than skip.
 """
@@ -143,9 +143,9 @@ def run_worker(script: str, *args: str, **extra_env: str) -> subprocess.Complete
 def shim(tmp_path_factory) -> str:
     gcc = shutil.which("gcc")
     if gcc is None:
-        pytest.fail("gcc is needed to build the fault-injection shim tests/c/fault_shim.c")
+        pytest.fail("gcc is needed to build the fault-injection shim tests/integration/fault_shim.c")
     out = tmp_path_factory.mktemp("shim") / "fault_shim.so"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(out), str(HERE / "c" / "fault_shim.c"), "-ldl"],
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(out), str(HERE / "fault_shim.c"), "-ldl"],
                    check=True)
     return str(out)
 

@@ -28,7 +28,7 @@ import pyggml_opt as pgo
 from pyggml_opt import data
 from pyggml_opt.core import GGUFFile
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 REQUIRE = os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1"
 
@@ -45,7 +45,7 @@ TEXT_EXAMPLES = ["char_gpt.py"]  # tested below on Debian's fortunes
 
 def test_every_example_is_tested():
     scripts = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
-    assert scripts == sorted([*CASES, *TEXT_EXAMPLES]), f"examples/ has {scripts}; add the new ones to tests/test_examples.py"
+    assert scripts == sorted([*CASES, *TEXT_EXAMPLES]), f"examples/ has {scripts}; add the new ones to tests/integration/test_examples.py"
 
 
 @pytest.fixture(scope="module")

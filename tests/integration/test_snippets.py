@@ -35,7 +35,7 @@ import pyggml_opt as pgo
 from pyggml_opt.data import fashion_mnist_available
 from pyggml_opt.data.text import DEBIAN_FORTUNES_DIR
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 NO_RUN = re.compile(r"^<!-- no-run: \S.*-->\s*$")
 FENCE = re.compile(r"^(`{3,}|~{3,})\s*(\S*)")

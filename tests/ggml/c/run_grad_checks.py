@@ -118,26 +118,26 @@ KNOWN_FAILURES: dict[str, list[Known]] = {
         # vendor patch 0022's GELU_BACK: 2 of 14 runs failed, MAA 0.014 and 0.10, one case (5005 inputs
         # in [-3, 3]). mean_abs_asymm divides by (a + b), not |a| + |b|: gelu' crosses 0 at x = -0.752,
         # where one input's two tiny estimates can give |asymm| >> 1 (sigmoid's and tanh's gradients never
-        # cross 0). tests/test_cpu_kernels.py checks GELU_BACK against float64 within a few ulps instead
+        # cross 0). tests/kernels/test_cpu_kernels.py checks GELU_BACK against float64 within a few ulps instead
         Known(re.compile(r"^GELU\(type=f32,"), "maa", _FD_NOISE, max_maa=1.0),
     ],
     "NORM": [
         # vendor patch 0020's case (NORM weighed by a random w): 3 of 20 runs, MAA 1.0e-4..1.5e-3, never
-        # the same case twice; tests/test_ops_grad.py checks the same gradient in float64
+        # the same case twice; tests/kernels/test_ops_grad.py checks the same gradient in float64
         Known(re.compile(r"^NORM\(ne="), "maa", _FD_NOISE, max_maa=5e-3),
     ],
     "BATCH_NORM": [
         # vendor patch 0025's cases (weighed by a random r): about one run in four (of 80) failed one
         # case, every case some time, MAA 1.1e-4..8.7e-3 and once 0.044 ([1,5,32,1]). mean_abs_asymm
         # divides by (a + b): a gradient element near 0 (its finite difference is fp32 noise of a sum
-        # over ~150 outputs) makes one term large. tests/test_cpu_kernels.py checks the ops against
-        # float64 within a bound, tests/test_batchnorm.py the gradients against float64 differences
+        # over ~150 outputs) makes one term large. tests/kernels/test_cpu_kernels.py checks the ops against
+        # float64 within a bound, tests/kernels/test_batchnorm.py the gradients against float64 differences
         Known(re.compile(r"^BATCH_NORM\(ne="), "maa", _FD_NOISE, max_maa=0.2),
     ],
     "CONV_2D": [
         # vendor patch 0023's backward passes: a CI run and 2 of 150 runs (--repeat) failed one f32
         # case each, MAA 1.6e-4 ([9,8,2,3] x [3,2,2,5], stride 2 / 3) and 2.4e-4 ([5,5,1,2] x [5,5,1,2],
-        # padding 4 / 0), different cases; tests/test_cpu_kernels.py checks both backward passes
+        # padding 4 / 0), different cases; tests/kernels/test_cpu_kernels.py checks both backward passes
         # against float64 within a bound for many shapes
         Known(re.compile(r"^CONV_2D\(ne_input=.*type_kernel=f32,"), "maa", _FD_NOISE, max_maa=1e-3),
     ],

@@ -10,7 +10,7 @@ import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt.data import CharTokenizer
 from pyggml_opt.models.llama_cpp import GPT2, LLAMA
-from llama_numpy import gpt2_logits, llama_logits
+from support.llama_numpy import gpt2_logits, llama_logits
 from support import FAST, check_gradients
 
 TOK = CharTokenizer("abcdefghijklmnopqrstuvwxyz .,")

@@ -1,7 +1,7 @@
 """The C-level regression tests (ctest), one pytest test per ctest entry.
 
-They are built only with the CMake option PYGGML_OPT_BUILD_TESTS (tests/c/CMakeLists.txt): upstream
-test-opt, and test-backend-ops in gradient mode per op through tests/c/run_grad_checks.py.
+They are built only with the CMake option PYGGML_OPT_BUILD_TESTS (tests/ggml/c/CMakeLists.txt): upstream
+test-opt, and test-backend-ops in gradient mode per op through tests/ggml/c/run_grad_checks.py.
 
 The build folder is $PYGGML_OPT_BUILD_DIR if set, else the newest build/*/CTestTestfile.cmake under the
 repository root. Without a build folder that has tests, the tests are skipped, or fail when
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 HOW_TO_BUILD = (
     "build them with `pip install --no-build-isolation -e . -C cmake.define.PYGGML_OPT_BUILD_TESTS=ON` "
     "(build folder build/<wheel tag>/), or point PYGGML_OPT_BUILD_DIR at a CMake build folder configured "
@@ -25,7 +25,7 @@ HOW_TO_BUILD = (
 )
 # Per ctest entry. On 2 idle cores the slowest grad check takes seconds; while other processes keep
 # both cores busy, every tiny multi-threaded graph compute of test-backend-ops waits for a time slice
-# and the same check takes minutes (tests/c/CMakeLists.txt gives each 900 s).
+# and the same check takes minutes (tests/ggml/c/CMakeLists.txt gives each 900 s).
 CTEST_TIMEOUT_S = 1200
 _CMAKE_REGEX_SPECIAL = re.compile(r"([\\^$.|?*+()\[\]])")
 
@@ -104,7 +104,7 @@ def test_ctest(name):
 
 
 # --------------------------------------------------------------------------------------------------
-# The driver of the grad checks, tests/c/run_grad_checks.py, on canned test-backend-ops output (these
+# The driver of the grad checks, tests/ggml/c/run_grad_checks.py, on canned test-backend-ops output (these
 # run without a build).
 # --------------------------------------------------------------------------------------------------
 def _load_grad_driver():
@@ -113,7 +113,7 @@ def _load_grad_driver():
 
     name = "_pyggml_opt_run_grad_checks"
     if name not in sys.modules:
-        path = REPO_ROOT / "tests" / "c" / "run_grad_checks.py"
+        path = REPO_ROOT / "tests" / "ggml" / "c" / "run_grad_checks.py"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses resolve annotations through sys.modules

@@ -34,7 +34,7 @@ from pyggml_opt import data
 from pyggml_opt import saving
 from pyggml_opt.nn import serialize
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REQUIRE = os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1"
 TOOLS = ("mnist-train", "mnist-eval")
 N_TEST = 10000

@@ -1,9 +1,9 @@
 """Property-based fuzzing of the public API: random shapes, dtypes, values and hyperparameters.
 
-Hypothesis draws cases; each runs in a child process (tests/fuzz_worker.py, reused across cases for
+Hypothesis draws cases; each runs in a child process (tests/integration/fuzz_worker.py, reused across cases for
 speed and restarted after a crash). A case passes if the child survives it and it either trains or
 raises ValueError / TypeError; a signal (abort, segfault) or any other exception fails. The example
-database is kept in tests/hypothesis-db (committed), so a failure found once replays first.
+database is kept in tests/integration/hypothesis-db (committed), so a failure found once replays first.
 """
 import json
 import subprocess

@@ -1,6 +1,6 @@
 """Tokenizers under llama.cpp's keys (pyggml_opt.saving.llama_vocab), judged by llama.cpp itself.
 
-- pyggml_opt reads llama.cpp's golden GPT-2 vocabulary (tests/llama_vocab/) into a BPETokenizer whose
+- pyggml_opt reads llama.cpp's golden GPT-2 vocabulary (tests/integration/llama_vocab/) into a BPETokenizer whose
   ids are the golden ones, and llama.cpp gives the same ids from the file pyggml_opt writes anew;
 - a BPETokenizer and a CharTokenizer trained on Debian's fortunes, written by pyggml_opt and loaded by
   llama.cpp (llama-cpp-python, built from source by the test extra, through its low-level API with

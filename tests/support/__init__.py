@@ -1,9 +1,13 @@
-"""Small generated data and models shared by the API tests (imported by them; fixtures live in
-conftest.py)."""
+"""What the tests of every folder share (``from support import ...``; pytest fixtures live in
+conftest.py, which puts tests/ on ``sys.path``): small generated data and models, the finite-difference
+checker and the one-op graph runner (support/numerics.py), skips for optional packages and data, and the
+environment of child processes. support/llama_numpy.py is the float64 numpy reference of the language
+models' files."""
 from __future__ import annotations
 
 import importlib
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +15,7 @@ import pytest
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
 
+TESTS = Path(__file__).resolve().parents[1]   # tests/, where ``import support`` finds this package
 FAST = dict(verbose=0, n_threads=1)  # one thread: the test machine's two cores are shared
 
 
@@ -77,3 +82,12 @@ def fortunes_or_skip() -> list[str]:
             pytest.fail(f"{exc} (PYGGML_OPT_REQUIRE_C_TESTS=1)")
         pytest.skip(str(exc))
     return texts
+
+
+def child_env() -> dict[str, str]:
+    """``os.environ`` for a child Python process that imports the pyggml_opt these tests import (an
+    install, or a source tree on a relative PYTHONPATH: the child may run in another folder) and
+    ``support``."""
+    package = str(Path(pgo.__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package, str(TESTS),
+                                                                      os.environ.get("PYTHONPATH")]))}

@@ -1,6 +1,6 @@
 """BPETokenizer: byte-level BPE trained on the user's texts (Hugging Face tokenizers does the training),
 with CharTokenizer's API: encode one text or a batch, decode one sequence or a batch, pickling, files.
-Its agreement with llama.cpp is tests/test_llama_vocab.py's."""
+Its agreement with llama.cpp is tests/integration/test_llama_vocab.py's."""
 from __future__ import annotations
 
 import copy

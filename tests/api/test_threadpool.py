@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import pyggml_opt as pgo
-from support import X, Y, mlp, same_weights
+from support import X, Y, child_env, mlp, same_weights
 
 
 def os_threads() -> set[int]:
@@ -104,10 +104,8 @@ def test_forks_while_other_threads_fit_and_predict_on_pools():
     # one core spinning); now a fork waits for the graphs running on pools to end. In a process of its
     # own (fork_stress.py), so that a hang fails here instead of hanging the suite.
     script = Path(__file__).with_name("fork_stress.py")
-    # the pyggml_opt this test imported, wherever it comes from (an install, or src/ on a relative path)
-    path = os.pathsep.join([str(Path(pgo.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.Popen([sys.executable, str(script), "--forks", "40"], cwd=script.parent, text=True,
-                            env={**os.environ, "PYTHONPATH": path}, stdout=subprocess.PIPE,
+                            env=child_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=300)
