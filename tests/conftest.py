@@ -1,4 +1,4 @@
-"""Shared pytest configuration and fixtures (``data``, ``trained``; plain helpers are in support/).
+"""Shared pytest configuration and fixtures (``data``, ``trained``, ``sched``; plain helpers are in support/).
 
 The tests live in folders by level: kernels/ (ops, kernels and layers against float64 numpy and finite
 differences), ggml/ (the raw binding, ports of ggml's own tests, the C-level tests of ggml/c/),
@@ -18,6 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import support` from every folder, any import mode
 
 import pyggml_opt as pgo  # noqa: E402
+from pyggml_opt.core import Scheduler  # noqa: E402
 from support import FAST, blobs, mlp  # noqa: E402
 
 
@@ -43,3 +44,11 @@ def trained(data):
     m = mlp()
     m.fit(x, y, epochs=5, batch_size=16, optimizer=pgo.AdamW(lr=1e-2), **FAST)
     return m
+
+
+@pytest.fixture(scope="module")
+def sched():
+    """A CPU scheduler of one thread, for graphs built by the op and kernel tests."""
+    s = Scheduler.for_device("cpu", n_threads=1)
+    yield s
+    s.close()

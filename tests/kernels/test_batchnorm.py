@@ -5,7 +5,7 @@ References are float64 numpy. Tolerances: the normalisation is one float32 multi
 after per-channel sums in double precision (vendor patch 0025's ops), so values carry relative
 errors of a few 1e-7; they are compared with rtol 1e-5 and atol 1e-5 (outputs
 are O(1)). Running statistics after k updates are compared with rtol 1e-5 as well: each update is
-one float32 multiply-add of O(1) values. Gradients use test_ops_grad.check_grad (central float64
+one float32 multiply-add of O(1) values. Gradients use support.check_op_gradients (central float64
 finite differences; rtol 1e-4, atol 1e-5 x max|grad|).
 """
 from __future__ import annotations
@@ -19,22 +19,14 @@ import pytest
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt import ops
-from pyggml_opt.core import Context, Scheduler
+from pyggml_opt.core import Context
 from pyggml_opt.data import load_fashion_mnist_small
 from pyggml_opt.nn.ops import new_input
 from pyggml_opt.nn.ops.norm import batch_norm_train
 
-from support import FAST
-from test_ops_grad import check_grad, run_graph
+from support import FAST, check_op_gradients, run_graph
 
 EPS = 1e-5
-
-
-@pytest.fixture(scope="module")
-def sched():
-    s = Scheduler.for_device("cpu", n_threads=1)
-    yield s
-    s.close()
 
 
 def reduce_axes(x):
@@ -95,7 +87,7 @@ def test_training_gradients_match_finite_differences(sched, shape):
     x = data(shape, seed=3)
     rm, rv, w, b = channel_arrays(shape[1], 4)
     # gradients of x, weight and bias (the running statistics get none)
-    check_grad(sched, lambda *t: batch_norm_train(*t)[0],
+    check_op_gradients(sched, lambda *t: batch_norm_train(*t)[0],
                lambda x, rm, rv, w, b: np_bn_train(x, w, b), [x, rm, rv, w, b], grad_of=(0, 3, 4))
 
 
@@ -104,7 +96,7 @@ def test_inference_gradients_match_finite_differences(sched, shape):
     # given statistics are constants: the gradient of x is weight / sqrt(running_var + eps) times dy
     x = data(shape, seed=5)
     rm, rv, w, b = channel_arrays(shape[1], 6)
-    check_grad(sched, ops.batch_norm, np_bn_eval, [x, rm, rv, w, b], grad_of=(0, 3, 4))
+    check_op_gradients(sched, ops.batch_norm, np_bn_eval, [x, rm, rv, w, b], grad_of=(0, 3, 4))
 
 
 def test_trainable_statistics_are_refused_by_fit():

@@ -3,7 +3,7 @@ numpy.concatenate, gradients against finite differences, argument checks, and a 
 residual connection and a concatenation that trains.
 
 Tolerances: concatenation copies values, so the forward pass is compared exactly. Gradients are those
-of sum(concat(a, b) * w) (test_ops_grad.check_grad: central float64 finite differences, rtol 1e-4,
+of sum(concat(a, b) * w) (support.check_op_gradients: central float64 finite differences, rtol 1e-4,
 atol 1e-5 x max|grad|; the exact gradient is a slice of w, so any error is float32 rounding of the
 loss's products, ~1e-7).
 """
@@ -14,21 +14,13 @@ import pytest
 
 import pyggml_opt as pgo
 from pyggml_opt import ops
-from pyggml_opt.core import Context, Scheduler
+from pyggml_opt.core import Context
 from pyggml_opt.nn.ops import new_input
 
-from support import FAST
-from test_ops_grad import check_grad, run_graph
+from support import FAST, check_op_gradients, run_graph
 
 SHAPES = {2: (3, 4), 3: (2, 3, 4), 4: (2, 3, 2, 3)}
 CASES = [(nd, axis) for nd in SHAPES for axis in range(-nd, nd)]
-
-
-@pytest.fixture(scope="module")
-def sched():
-    s = Scheduler.for_device("cpu", n_threads=1)
-    yield s
-    s.close()
 
 
 def pair(nd, axis, seed=0):
@@ -59,15 +51,15 @@ def test_forward_matches_numpy(sched, nd, axis):
 @pytest.mark.parametrize("nd,axis", CASES)
 def test_gradients_match_finite_differences(sched, nd, axis):
     a, b = pair(nd, axis, seed=1)
-    check_grad(sched, cat(axis), np_cat(axis), [a, b])
+    check_op_gradients(sched, cat(axis), np_cat(axis), [a, b])
 
 
 def test_gradient_of_one_input_and_a_reused_input(sched):
     a, b = pair(2, 1, seed=2)
-    check_grad(sched, cat(1), np_cat(1), [a, b], grad_of=(1,))
+    check_op_gradients(sched, cat(1), np_cat(1), [a, b], grad_of=(1,))
     # the same tensor on both sides, and used again after: the gradients of its uses add up
     twice = lambda x: ops.mul(ops.concat(x, x, 0), ops.concat(x, ops.exp(x), 0))  # noqa: E731
-    check_grad(sched, twice, lambda x: np.concatenate([x, x]) * np.concatenate([x, np.exp(x)]), [a])
+    check_op_gradients(sched, twice, lambda x: np.concatenate([x, x]) * np.concatenate([x, np.exp(x)]), [a])
 
 
 def test_bad_arguments_are_refused():

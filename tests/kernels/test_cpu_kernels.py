@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 
 from pyggml_opt._lib import ffi, lib
-from pyggml_opt.core import Backend, Buffer, Context, Scheduler, tensor_data
+from pyggml_opt.core import tensor_data
+from support import OpGraph
 
 EPS32 = 2.0 ** -23
 
@@ -39,38 +40,6 @@ def _check(got: np.ndarray, ref: np.ndarray, absref: np.ndarray, k: int) -> None
     bad = err > tol
     assert not bad.any(), (f"{bad.sum()} of {bad.size} elements beyond tolerance; worst error "
                            f"{err.max():.3g}, its tolerance {tol.flat[np.argmax(err - tol)]:.3g}")
-
-
-class _Graph:
-    """Leaf tensors in a CPU buffer, one op on top, computed through the scheduler."""
-
-    def __init__(self, n_threads: int):
-        self.backend = Backend("cpu", n_threads)
-        self.ctx_in = Context(16)
-        self.ctx = Context(64, graph_size=64)
-        self.leaves = []
-
-    def leaf(self, value: np.ndarray, dtype=np.float32):
-        """A 4-d-or-less leaf with numpy ``value`` (numpy order: slowest dim first), f32 unless ``dtype``
-        says float16 or int32."""
-        ne = tensor_data.ne_of(value.shape)
-        gtype = {np.float32: lib.GGML_TYPE_F32, np.float16: lib.GGML_TYPE_F16, np.int32: lib.GGML_TYPE_I32}[dtype]
-        t = lib.ggml_new_tensor_4d(self.ctx_in.ptr, gtype, *ne)
-        self.leaves.append((t, np.ascontiguousarray(value, dtype=dtype)))
-        return t
-
-    def compute(self, *outs):
-        """Compute the graph of ``outs`` (once per _Graph); their values, one array per output."""
-        self.buf = Buffer(self.ctx_in, self.backend)
-        for t, v in self.leaves:
-            tensor_data.set(t, v)
-        graph = lib.ggml_new_graph_custom(self.ctx.ptr, 64, False)
-        for out in outs:
-            lib.ggml_build_forward_expand(graph, out)
-        sched = Scheduler([self.backend])
-        sched.compute(graph)
-        got = [tensor_data.get(out, ndim=4) for out in outs]
-        return got[0] if len(outs) == 1 else got
 
 
 def _rng(*key):
@@ -100,7 +69,7 @@ def test_out_prod_contiguous(m, n, k, n_threads):
     rng = _rng("op", m, n, k)
     a = rng.uniform(-1, 1, (k, m)).astype(np.float32)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     out = lib.ggml_out_prod(g.ctx.ptr, g.leaf(a), g.leaf(b))
     got = g.compute(out)[0, 0]
     ref, absref = _out_prod_ref(a, b)
@@ -114,7 +83,7 @@ def test_out_prod_transposed_src1(m, n, k, n_threads):
     rng = _rng("opT", m, n, k)
     a = rng.uniform(-1, 1, (k, m)).astype(np.float32)
     grad = rng.uniform(-1, 1, (n, k)).astype(np.float32)  # ggml [K, N]
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     tb = lib.ggml_transpose(g.ctx.ptr, g.leaf(grad))     # ggml [N, K], not contiguous
     assert n == 1 or k == 1 or not lib.ggml_is_contiguous(tb)
     out = lib.ggml_out_prod(g.ctx.ptr, g.leaf(a), tb)
@@ -130,7 +99,7 @@ def test_out_prod_strided_views(m, n, k, n_threads):
     rng = _rng("opV", m, n, k)
     big_a = rng.uniform(-1, 1, (k + 2, m + 3)).astype(np.float32)
     big_b = rng.uniform(-1, 1, (k + 1, n + 5)).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     ta, tb = g.leaf(big_a), g.leaf(big_b)
     va = lib.ggml_view_2d(g.ctx.ptr, ta, m, k, ta.nb[1], 1 * ta.nb[1] + 2 * 4)   # rows 1.., cols 2..
     vb = lib.ggml_view_2d(g.ctx.ptr, tb, n, k, tb.nb[1], 3 * 4)                  # rows 0.., cols 3..
@@ -163,7 +132,7 @@ def test_mul_mat(m, n, k, n_threads):
     rng = _rng("mm", m, n, k)
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     b = rng.uniform(-1, 1, (n, k)).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     out = lib.ggml_mul_mat(g.ctx.ptr, g.leaf(a), g.leaf(b))
     got = g.compute(out)[0, 0]                                # numpy (n, m)
     _check(got, *_mul_mat_ref(a, b), k)
@@ -176,7 +145,7 @@ def test_mul_mat_noncontiguous_src1(m, n, k, n_threads):
     rng = _rng("mmV", m, n, k)
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     big_b = rng.uniform(-1, 1, (n, k + 4)).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     tb = g.leaf(big_b)
     vb = lib.ggml_view_2d(g.ctx.ptr, tb, k, n, tb.nb[1], 4)
     out = lib.ggml_mul_mat(g.ctx.ptr, g.leaf(a), vb)
@@ -192,7 +161,7 @@ def test_mul_mat_strided_src0(m, n, k, n_threads):
     rng = _rng("mmA", m, n, k)
     big_a = rng.uniform(-1, 1, (m + 1, k + 3)).astype(np.float32)
     b = rng.uniform(-1, 1, (n, k)).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     ta = g.leaf(big_a)
     va = lib.ggml_view_2d(g.ctx.ptr, ta, k, m, ta.nb[1], 1 * ta.nb[1] + 2 * 4)   # rows 1.., cols 2..
     out = lib.ggml_mul_mat(g.ctx.ptr, va, g.leaf(b))
@@ -218,7 +187,7 @@ def test_gemm_batched_broadcast(op, n_threads):
     sa, sb = slice_shapes(m, n, k)
     a = rng.uniform(-1, 1, (1, 2, *sa)).astype(np.float32)
     b = rng.uniform(-1, 1, (2, 6, *sb)).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     got = g.compute(build(g.ctx.ptr, g.leaf(a), g.leaf(b)))  # numpy (2, 6, n, m)
     assert got.shape == (2, 6, n, m)
     for i3 in range(2):
@@ -256,7 +225,7 @@ def test_gemm_small_batched(mnk, batch, op, n_threads):
     sa, sb = slice_shapes(m, n, k)
     a = rng.uniform(-1, 1, (ne3, ne2 // r2, *sa)).astype(np.float32)
     b = rng.uniform(-1, 1, (ne3, ne2, *sb)).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     got = g.compute(build(g.ctx.ptr, g.leaf(a), g.leaf(b)))
     assert got.shape == (ne3, ne2, n, m)
     for i3 in range(ne3):
@@ -271,7 +240,7 @@ def test_gemm_small_batched_views(op, n_threads):
     it), OUT_PROD of a transposed src1 (the backward pass), 4 heads x 3 samples."""
     m, n, k, heads, batch = 32, 64, 48, 4, 3
     rng = _rng("smallV", op)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     if op == "mul_mat":
         a = rng.uniform(-1, 1, (batch, heads, m, k)).astype(np.float32)
         b = rng.uniform(-1, 1, (batch, n, heads, k)).astype(np.float32)      # ggml [k, heads, n, batch]
@@ -330,7 +299,7 @@ def test_pool_2d_and_back(shape, k, s, p, kind, n_threads):
     ref, arg = _pool_ref(x, kind, k, s, p)
     grad = rng.uniform(-1, 1, ref.shape).astype(np.float32)
     op = lib.GGML_OP_POOL_MAX if kind == "max" else lib.GGML_OP_POOL_AVG
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     tx, tg = g.leaf(x), g.leaf(grad)
     fwd = lib.ggml_pool_2d(g.ctx.ptr, tx, op, k, k, s, s, float(p), float(p))
     back = lib.ggml_pool_2d_back(g.ctx.ptr, tg, tx, op, k, k, s, s, float(p), float(p))
@@ -366,7 +335,7 @@ def test_pool_2d_max_special_values(n_threads):
     x.flat[2::9] = np.inf
     x.flat[3::4] = -0.0
     x.flat[4::6] = 0.0
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     got = g.compute(lib.ggml_pool_2d(g.ctx.ptr, g.leaf(x), lib.GGML_OP_POOL_MAX, 2, 2, 2, 2, 0, 0)).reshape(2, 3, 4, 20)
     res = np.full((2, 3, 4, 20), -np.finfo(np.float32).max, np.float32)
     for ky in range(2):
@@ -418,7 +387,7 @@ def test_pool_2d_back_max_special_values(w, k, s, p, n_threads):
     grad = rng.uniform(-1, 1, (2, 3, oh, ow)).astype(np.float32)
     grad.flat[::3] = -0.0
     grad.flat[1::11] = np.inf
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     got = g.compute(lib.ggml_pool_2d_back(g.ctx.ptr, g.leaf(grad), g.leaf(x), lib.GGML_OP_POOL_MAX,
                                           k, k, s, s, float(p), float(p))).reshape(x.shape)
     want = _pool_max_back_rule(x, grad, k, s, p)
@@ -447,7 +416,7 @@ def test_im2col_and_back(shape, k, s, p, d, n_threads):
     x = rng.uniform(-1, 1, shape).astype(np.float32)
     ref = _im2col_ref(x, k, s, p, d)
     grad = rng.uniform(-1, 1, ref.shape).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     tx, tg = g.leaf(x), g.leaf(grad)
     kernel = g.leaf(np.zeros((4, c, k, k), np.float32))      # only its shape matters
     fwd = lib.ggml_im2col(g.ctx.ptr, kernel, tx, s, s, p, p, d, d, True, lib.GGML_TYPE_F32)
@@ -488,7 +457,7 @@ def test_conv_2d_direct_and_backward(shape, c_out, k, s, p, d, n_threads):
     cols = _im2col_ref(x.astype(np.float64), k, s, p, d)               # (N, OH, OW, C*k*k)
     oh, ow = cols.shape[1:3]
     dy = rng.uniform(-1, 1, (n, c_out, oh, ow)).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     tx, tk, tdy = g.leaf(x), g.leaf(kern), g.leaf(dy)
     fwd = lib.ggml_conv_2d_direct(g.ctx.ptr, tk, tx, s, s, p, p, d, d)
     back_x = lib.ggml_conv_2d_direct_back_input(g.ctx.ptr, tk, tdy, ffi.new("int64_t[4]", tensor_data.ne_of(shape)),
@@ -534,7 +503,7 @@ def test_conv_2d_direct_and_backward(shape, c_out, k, s, p, d, n_threads):
 def test_repeat_back(a_shape, b_shape, n_threads):
     rng = _rng("repeat_back", a_shape, b_shape)
     a = rng.uniform(-1, 1, a_shape).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     ta, tb = g.leaf(a), g.leaf(np.zeros(b_shape, np.float32))
     got = g.compute(lib.ggml_repeat_back(g.ctx.ptr, ta, tb))
     # a holds a_shape[i] // b_shape[i] copies of b one after the other along axis i: each axis split
@@ -559,7 +528,7 @@ def test_opt_step_adamw(shape, wd, n_threads):
     v = rng.uniform(0, 0.01, shape).astype(np.float32)
     alpha, beta1, beta2, eps, it = 1e-3, 0.9, 0.999, 1e-8, 3     # ggml-opt's hyperparameters at step 3
     pars = np.array([alpha, beta1, beta2, eps, wd, 1 / (1 - beta1 ** it), 1 / (1 - beta2 ** it)], np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     tw, tg, tm, tv, tp = (g.leaf(x) for x in (w, grad, m, v, pars))
     lib.ggml_set_param(tw)
     g.compute(lib.ggml_opt_step_adamw(g.ctx.ptr, tw, tg, tm, tv, tp))
@@ -595,7 +564,7 @@ def test_binary_broadcast(a_shape, b_shape, op, n_threads):
     rng = _rng("binary", a_shape, b_shape, op)
     a = rng.uniform(-1, 1, a_shape).astype(np.float32)
     b = rng.uniform(0.5, 2, b_shape).astype(np.float32) * rng.choice([-1, 1], b_shape).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     got = g.compute(getattr(lib, f"ggml_{op}")(g.ctx.ptr, g.leaf(a), g.leaf(b)))
     ref = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[op](a, b)
     np.testing.assert_array_equal(got.reshape(ref.shape), ref)
@@ -610,7 +579,7 @@ def test_elementwise_on_permuted_views(op, n_threads):
     rng = _rng("views", op)
     a = rng.uniform(-1, 1, (3, 4, 5, 6)).astype(np.float32)
     b = rng.uniform(-1, 1, (3, 5, 4, 6)).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     ta = lib.ggml_permute(g.ctx.ptr, g.leaf(a), 0, 2, 1, 3)        # numpy a.transpose(0, 2, 1, 3): rows stay contiguous
     if op in ("add", "mul"):
         got = g.compute(getattr(lib, f"ggml_{op}")(g.ctx.ptr, ta, g.leaf(b)))
@@ -695,7 +664,7 @@ def test_unary_ops_threads(name, shape, n_threads):
     x = _unary_input(name, shape)
     got = []
     for nt in (1, n_threads):
-        g = _Graph(nt)
+        g = OpGraph(nt)
         got.append(g.compute(call(g.ctx.ptr, g.leaf(x))).reshape(shape))
     np.testing.assert_array_equal(got[1], got[0])       # the split between threads changes nothing
     if ref32 is not None:
@@ -725,7 +694,7 @@ def test_unary_ops_threads(name, shape, n_threads):
 def test_sub_threads(a_shape, b_shape, n_threads):
     rng = _rng("sub", a_shape, b_shape)
     a, b = rng.uniform(-1, 1, a_shape).astype(np.float32), rng.uniform(-1, 1, b_shape).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     got = g.compute(lib.ggml_sub(g.ctx.ptr, g.leaf(a), g.leaf(b)))
     np.testing.assert_array_equal(got.reshape(a_shape), a - b)
 
@@ -747,7 +716,7 @@ def test_row_reductions_threads(op, shape, n_threads):
     x = _rng(op, shape).uniform(-1, 1, shape).astype(np.float32)
     got = []
     for nt in (1, n_threads):
-        g = _Graph(nt)
+        g = OpGraph(nt)
         got.append(g.compute(build(g.ctx.ptr, g.leaf(x))).reshape(shape[:-1] + (1,)))
     np.testing.assert_array_equal(got[1], got[0])
     x64 = x.astype(np.float64)
@@ -760,7 +729,7 @@ def test_row_reductions_of_padded_rows(op, n_threads):
     """Rows further apart than their length (a view of the first 7 columns of 2 x 5 x 10)."""
     build, ref, division = ROW_REDUCTIONS[op]
     x = _rng(op, "view").uniform(-1, 1, (2, 5, 10)).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     t = g.leaf(x)
     v = lib.ggml_view_3d(g.ctx.ptr, t, 7, 5, 2, t.nb[1], t.nb[2], 0)
     got = g.compute(build(g.ctx.ptr, v)).reshape(2, 5, 1)
@@ -777,7 +746,7 @@ def test_row_reductions_of_padded_rows(op, n_threads):
 def test_get_rows(slices, rows, width, n_ids, dtype, n_threads):
     table = _rng("get_rows", rows, width).uniform(-100, 100, (slices, rows, width)).astype(dtype)
     ids = _rng("get_rows ids", n_ids).integers(0, rows, (slices, n_ids)).astype(np.int32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     got = g.compute(lib.ggml_get_rows(g.ctx.ptr, g.leaf(table, dtype), g.leaf(ids, np.int32)))
     want = np.stack([table[k][ids[k]] for k in range(slices)]).astype(np.float32)
     np.testing.assert_array_equal(got.reshape(want.shape), want)
@@ -808,7 +777,7 @@ def test_row_norms(n, offset, n_threads):
     x = _norm_input("norms", n, offset)
     dz = _rng("norms dz", n).uniform(-1, 1, x.shape).astype(np.float32)
     eps = 1e-5
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     tx, tdz = g.leaf(x), g.leaf(dz)
     got_norm, got_rms, got_back = g.compute(lib.ggml_norm(g.ctx.ptr, tx, eps), lib.ggml_rms_norm(g.ctx.ptr, tx, eps),
                                             lib.ggml_rms_norm_back(g.ctx.ptr, tdz, tx, eps))
@@ -837,7 +806,7 @@ BN_SHAPES = [(7, 3, 1), (5, 4, 9), (3, 2, 17), (2, 3, 7), (4, 5, 784), (2, 3, 2,
 def _batch_norm_ops(x, dy, w, b, eps, n_threads):
     """The statistics, the normalised x, the backward sums, the gradient of x through the statistics and
     for given statistics, computed with ``n_threads``."""
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     tx, tdy, tw, tb = g.leaf(x), g.leaf(dy), g.leaf(w), g.leaf(b)
     ctx = g.ctx.ptr
     stats = lib.ggml_batch_norm_stats(ctx, tx)
@@ -908,7 +877,7 @@ def test_repeat_threads(src_shape, dst_shape, dtype, n_threads):
         x.flat[0] = 0x7F800001                                   # a signalling NaN as float32
     else:
         x = rng.uniform(-1, 1, src_shape).astype(dtype)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     out = lib.ggml_repeat(g.ctx.ptr, g.leaf(x, dtype), g.leaf(np.zeros(dst_shape, dtype), dtype))
     got = g.compute(out).reshape(dst_shape)
     reps = tuple(d // s for s, d in zip(src_shape, dst_shape))
@@ -930,7 +899,7 @@ SIGMOID_ROW_LENGTHS = [1, 3, 4, 5, 8, 15, 16, 17, 31, 33, 64, 67]
 def test_sigmoid_vectorised(row, n_threads):
     grid = np.linspace(-100.0, 100.0, 60_001).astype(np.float32)
     x = grid[: grid.size // row * row].reshape(-1, row)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     got = g.compute(lib.ggml_sigmoid(g.ctx.ptr, g.leaf(x))).reshape(x.shape).astype(np.float64)
     ref = _sigmoid64(x.astype(np.float64))
     tol = 3 * EPS32 * ref + 2.0 ** -126
@@ -949,7 +918,7 @@ def test_sigmoid_limits(n_threads):
               (1e-30, 0.5), (-1e-30, 0.5), (17.5, 1), (30, 1), (88.8, 1), (-88.8, 0), (-90, 0), (np.nan, np.nan)]
     special = np.array([v for v, _ in expect] + [3, -3, 87], np.float32)
     x = np.stack([np.roll(special, i) for i in range(special.size)])
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     got = g.compute(lib.ggml_sigmoid(g.ctx.ptr, g.leaf(x))).reshape(x.shape)
     for v, want in expect:
         at = np.isnan(x) if np.isnan(v) else x == np.float32(v)     # +0 and -0 both
@@ -989,7 +958,7 @@ def test_gelu_and_backward_vectorised(row, n_threads):
     grid = np.linspace(-25.0, 25.0, 40_001).astype(np.float32)
     x = grid[: grid.size // row * row].reshape(-1, row)
     dy = _rng("gelu dy", row).uniform(-2, 2, x.shape).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     tx, tdy = g.leaf(x), g.leaf(dy)
     got, got_back = g.compute(lib.ggml_gelu(g.ctx.ptr, tx), lib.ggml_gelu_back(g.ctx.ptr, tdy, tx))
     with np.errstate(over="ignore"):
@@ -1015,7 +984,7 @@ def test_gelu_limits(n_threads):
               -30.0: (0.0, 0.0), -20.5: (0.0, 0.0)}
     special = np.array(list(expect) + [np.nan, 1.0, -1.0, 2.0, -0.5, 7.0, -7.0], np.float32)
     x = np.stack([np.roll(special, i) for i in range(special.size)])
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     tx, tdy = g.leaf(x), g.leaf(np.ones_like(x))
     got, got_back = (a.reshape(x.shape) for a in g.compute(lib.ggml_gelu(g.ctx.ptr, tx), lib.ggml_gelu_back(g.ctx.ptr, tdy, tx)))
     for v, (want, want_back) in expect.items():
@@ -1033,7 +1002,7 @@ def test_gelu_limits(n_threads):
 @pytest.mark.parametrize("shape", [(3, 5, 17, 33), (2, 1, 40, 7), (1, 2, 16, 31)])
 def test_cont_of_permuted_views(shape, dtype, n_threads):
     x = _rng("cont", shape).uniform(-1000, 1000, shape).astype(dtype)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     t = g.leaf(x, dtype)
     perms = list(itertools.permutations(range(4)))
     outs = [lib.ggml_cont(g.ctx.ptr, lib.ggml_permute(g.ctx.ptr, t, *p)) for p in perms]
@@ -1067,7 +1036,7 @@ def test_soft_max_and_diag_mask(shape, n_threads):
     x[..., 0, -1] = 150.0   # the maximum in the scalar tail (exp(150 - 50) overflows float32)
     x[..., -1, 0] = 160.0   # the maximum in the first vector
     mask = rng.uniform(-5, 5, shape[2:]).astype(np.float32)
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     tx, tm = g.leaf(x), g.leaf(mask)
     ctx = g.ctx.ptr
     outs = [lib.ggml_soft_max(ctx, tx), lib.ggml_soft_max_ext(ctx, tx, tm, 0.25, 0.0),
@@ -1090,7 +1059,7 @@ def test_diag_mask_of_a_view_with_strided_matrices(inplace, n_threads):
     with one matrix per dim-3 index gives ne2 == 1, which ggml still calls contiguous (a helper
     session's review of 0035 found that rows addressed as k * nb2 read past the tensor)."""
     x = _rng("diag-view", inplace).uniform(-1, 1, (1, 3, 4, 5)).astype(np.float32)  # ggml ne [5, 4, 3, 1]
-    g = _Graph(n_threads)
+    g = OpGraph(n_threads)
     t = g.leaf(x)
     view = lib.ggml_permute(g.ctx.ptr, t, 0, 1, 3, 2)                                # ne [5, 4, 1, 3]
     mask = lib.ggml_diag_mask_inf_inplace if inplace else lib.ggml_diag_mask_inf

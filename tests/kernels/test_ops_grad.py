@@ -4,12 +4,12 @@ Forward: every op of ``nn/ops.py`` is built into a ggml graph, computed on the C
 ``core.Scheduler`` and compared with a float64 numpy reference of the same float32 inputs; shapes
 must match exactly (numpy order).
 
-Gradients: the op is applied to inputs flagged with ``ggml_set_param``; the loss is
-``sum(out * w)`` with fixed random weights ``w`` (a plain ``sum`` would hide errors: the sum of a
-softmax row is constant, so its gradient would be 0 whatever ggml computes). ``ggml_build_backward_expand``
-adds the backward graph, ``ggml_graph_reset`` seeds d loss = 1, the scheduler computes it, and
-``ggml_graph_get_grad`` gives each input's gradient. The reference is a central finite difference
-of the float64 numpy version of the same function.
+Gradients (support.check_op_gradients): the op is applied to inputs flagged with ``ggml_set_param``;
+the loss is ``sum(out * w)`` with fixed random weights ``w`` (a plain ``sum`` would hide errors: the sum
+of a softmax row is constant, so its gradient would be 0 whatever ggml computes).
+``ggml_build_backward_expand`` adds the backward graph, ``ggml_graph_reset`` seeds d loss = 1, the
+scheduler computes it, and ``ggml_graph_get_grad`` gives each input's gradient. The reference is a
+central finite difference of the float64 numpy version of the same function.
 
 Tolerances (why they are what they are):
   * ggml computes in float32 (eps 1.2e-7). The graphs here are at most ~20 ops deep with reductions
@@ -31,75 +31,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from pyggml_opt import ffi, lib, ops
-from pyggml_opt.core import Buffer, Context, Scheduler
-from pyggml_opt.core import tensor_data
+from pyggml_opt import lib, ops
 from pyggml_opt.nn import layers as L
-from pyggml_opt.nn.ops import Tensor, new_input
-
-GRAPH = 4096
-FD_H = 1e-6
-GRAD_RTOL, GRAD_ATOL_REL = 1e-4, 1e-5
-
-
-@pytest.fixture(scope="module")
-def sched():
-    s = Scheduler.for_device("cpu", n_threads=1)
-    yield s
-    s.close()
-
-
-def run_graph(sched, fn, arrays, grad_of=(), weights=None):
-    """Compute ``fn(*tensors)`` for float32 ``arrays``; with ``grad_of`` (indices of the arrays that
-    are parameters) also the gradients of sum(out * weights). Returns (out, out_tensor_shape, grads)."""
-    arrays = [np.ascontiguousarray(a, dtype=np.float32) for a in arrays]
-    ctx = Context(GRAPH, graph_size=GRAPH, grads=True)
-    buf = None
-    try:
-        ts = [new_input(ctx, a.shape, f"in{i}") for i, a in enumerate(arrays)]
-        for i in grad_of:
-            lib.ggml_set_param(ts[i].ptr)
-        out = fn(*ts)
-        assert isinstance(out, Tensor)
-        out_shape = out.shape
-        read = out if lib.ggml_is_contiguous(out.ptr) else ops.cont(out)
-        lib.ggml_set_output(read.ptr)
-        gf = lib.ggml_new_graph_custom(ctx.ptr, GRAPH, bool(grad_of))
-        w_t = None
-        if grad_of:
-            w_t = new_input(ctx, out_shape, "w")
-            loss = ops.sum(ops.mul(out, w_t))
-            lib.ggml_set_loss(loss.ptr)
-            lib.ggml_build_forward_expand(gf, loss.ptr)
-        lib.ggml_build_forward_expand(gf, read.ptr)
-        grad_ts = {}
-        if grad_of:
-            lib.ggml_build_backward_expand(ctx.ptr, gf, ffi.NULL)
-            for i in grad_of:
-                g = lib.ggml_graph_get_grad(gf, ts[i].ptr)
-                assert g != ffi.NULL, f"no gradient for input {i}"
-                if not lib.ggml_is_contiguous(g):
-                    g = lib.ggml_cont(ctx.ptr, g)
-                lib.ggml_set_output(g)
-                lib.ggml_build_forward_expand(gf, g)
-                grad_ts[i] = g
-        # Every tensor of the context in one CPU buffer (as upstream test-backend-ops does in grad
-        # mode): no in-place reuse, and the loss gradient can be seeded before computing.
-        buf = Buffer(ctx, sched.main)
-        for t, a in zip(ts, arrays):
-            tensor_data.set(t.ptr, a)
-        if grad_of:
-            tensor_data.set(w_t.ptr, weights)
-            lib.ggml_graph_reset(gf)
-        sched.compute(gf)
-        result = tensor_data.get(read.ptr, out.ndim)
-        grads = {i: tensor_data.get(g, arrays[i].ndim).reshape(arrays[i].shape) for i, g in grad_ts.items()}
-        return result, out_shape, grads
-    finally:
-        if buf is not None:
-            buf.close()
-        ctx.close()
-
+from support import check_op_gradients, run_graph
 
 # ---- numpy references (float64) -------------------------------------------------------------------
 def np_sigmoid(x):
@@ -152,23 +86,6 @@ def np_pool2d(x, kind, kernel, stride, padding=(0, 0)):
     windows = np.stack([xp[:, :, a: a + sh * (oh - 1) + 1: sh, b: b + sw * (ow - 1) + 1: sw]
                         for a in range(kh) for b in range(kw)])
     return windows.max(axis=0) if kind == "max" else windows.sum(axis=0) / (kh * kw)
-
-
-def fd_grad(f, arrays, i, w):
-    """Central finite difference of sum(f(*arrays) * w) with respect to arrays[i], in float64."""
-    arrs = [np.array(a, dtype=np.float64) for a in arrays]
-    w = np.asarray(w, dtype=np.float64)
-    g = np.zeros_like(arrs[i])
-    flat, gflat = arrs[i].reshape(-1), g.reshape(-1)
-    for j in range(flat.size):
-        orig = flat[j]
-        flat[j] = orig + FD_H
-        up = float((f(*arrs) * w).sum())
-        flat[j] = orig - FD_H
-        down = float((f(*arrs) * w).sum())
-        flat[j] = orig
-        gflat[j] = (up - down) / (2 * FD_H)
-    return g
 
 
 def rng_(seed=0):
@@ -327,23 +244,6 @@ def test_large_magnitude_forward_is_finite(sched, name, fn, ref):
 
 
 # ---- gradients --------------------------------------------------------------------------------------
-def check_grad(sched, fn, ref, inputs, grad_of=None, seed=123):
-    grad_of = tuple(range(len(inputs))) if grad_of is None else tuple(grad_of)
-    ref_out = np.asarray(ref(*[a.astype(np.float64) for a in inputs]))
-    w = rng_(seed).uniform(-1, 1, size=ref_out.shape).astype(np.float32)
-    out, _, grads = run_graph(sched, fn, inputs, grad_of=grad_of, weights=w)
-    assert np.isfinite(out).all()
-    for i in grad_of:
-        g = grads[i]
-        assert g.shape == inputs[i].shape
-        assert np.isfinite(g).all(), f"non-finite gradient for input {i}"
-        expected = fd_grad(ref, inputs, i, w)
-        scale = max(np.abs(expected).max(), 1e-3)
-        np.testing.assert_allclose(g, expected, rtol=GRAD_RTOL, atol=GRAD_ATOL_REL * scale,
-                                   err_msg=f"gradient of input {i}")
-    return grads
-
-
 GRAD_CASES = {
     "sigmoid": (ops.sigmoid, np_sigmoid, [_r(3, 6, scale=3)]),
     "tanh": (ops.tanh, np.tanh, [_r(3, 6, scale=2)]),
@@ -409,21 +309,21 @@ GRAD_CASES = {
 @pytest.mark.parametrize("name", sorted(GRAD_CASES))
 def test_gradient_matches_finite_differences(sched, name):
     fn, ref, inputs = GRAD_CASES[name]
-    check_grad(sched, fn, ref, inputs)
+    check_op_gradients(sched, fn, ref, inputs)
 
 
 @pytest.mark.parametrize("name,fn,ref", [("sigmoid", ops.sigmoid, np_sigmoid), ("tanh", ops.tanh, np.tanh),
                                          ("gelu", ops.gelu, np_gelu)])
 def test_large_magnitude_gradients_are_finite(sched, name, fn, ref):
     """|x| up to 30: the composed forms saturate without NaN/inf in the forward or backward pass."""
-    check_grad(sched, fn, ref, [LARGE])
+    check_op_gradients(sched, fn, ref, [LARGE])
 
 
 def test_layer_norm_affine_gradients(sched):
     """LayerNorm with its learnt weight and bias: gradients for the input and both parameters."""
     ln = L.LayerNorm(6)
     x, w, b = _r(4, 6, scale=2), (1 + 0.3 * _r(6, seed=1)), 0.5 * _r(6, seed=2)
-    check_grad(sched, lambda x, w, b: ln.forward(x, {"weight": w, "bias": b}),
+    check_op_gradients(sched, lambda x, w, b: ln.forward(x, {"weight": w, "bias": b}),
                lambda x, w, b: np_layer_norm(x) * w + b, [x, w, b])
 
 
@@ -431,7 +331,7 @@ def test_conv2d_layer_gradients(sched):
     """Conv2d layer (kernel and the (out, 1, 1) bias broadcast over the feature maps)."""
     conv = L.Conv2d(2, 3, 3, padding=1)
     x, k, b = _r(2, 2, 4, 5), _r(3, 2, 3, 3, seed=1), _r(3, 1, 1, seed=2)
-    check_grad(sched, lambda x, k, b: conv.forward(x, {"kernel": k, "bias": b}),
+    check_op_gradients(sched, lambda x, k, b: conv.forward(x, {"kernel": k, "bias": b}),
                lambda x, k, b: np_conv2d(x, k, padding=(1, 1)) + b, [x, k, b])
 
 
@@ -446,7 +346,7 @@ def test_small_cnn_gradients(sched):
         h = np_pool2d(np.maximum(np_conv2d(x, k), 0), "max", (2, 2), (2, 2))
         return h.reshape(2, -1) @ w.T
 
-    check_grad(sched, f, ref, [x, k, w], grad_of=(1, 2))
+    check_op_gradients(sched, f, ref, [x, k, w], grad_of=(1, 2))
 
 
 # ---- ops without a backward pass: a Python error naming the op, never an abort ----------------------

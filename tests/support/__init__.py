@@ -15,6 +15,9 @@ import pytest
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
 
+from .numerics import (OpGraph, check_gradients, check_op_gradients, finite_differences,  # noqa: F401
+                       run_graph)
+
 TESTS = Path(__file__).resolve().parents[1]   # tests/, where ``import support`` finds this package
 FAST = dict(verbose=0, n_threads=1)  # one thread: the test machine's two cores are shared
 
@@ -45,19 +48,6 @@ def max_diff(a: dict, b: dict) -> float:
 
 
 X, Y = blobs(n=32)
-
-
-def check_gradients(loss, w0: dict, got: dict, names, eps: float, tol: float) -> None:
-    """Central finite differences of the float64 function ``loss(weights)`` at ``w0`` against the
-    gradients ``got``, at the first and the last entry of each parameter in ``names``."""
-    for name in names:
-        for idx in [(0,) * w0[name].ndim, tuple(s - 1 for s in w0[name].shape)]:
-            plus = {k: v.copy() for k, v in w0.items()}
-            minus = {k: v.copy() for k, v in w0.items()}
-            plus[name][idx] += eps
-            minus[name][idx] -= eps
-            fd = (loss(plus) - loss(minus)) / (2 * eps)
-            assert abs(got[name][idx] - fd) <= tol, (name, idx, got[name][idx], fd)
 
 
 def import_or_skip(name: str, why: str):
