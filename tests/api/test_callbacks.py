@@ -1,5 +1,9 @@
 """Callbacks of fit: hook order, EarlyStopping, ModelCheckpoint, ReduceLROnPlateau, LambdaCallback,
-stop_training, what callbacks may not do, and interruption (KeyboardInterrupt, SIGINT)."""
+stop_training, what callbacks may not do, and interruption (KeyboardInterrupt, SIGINT).
+
+The monitor callbacks' rules are checked as Keras's early_stopping_test.py checks them: their hooks
+are called directly (``drive``) with scripted logs, on a stand-in model or a built one that is not
+trained; a few tests run them inside fit end to end."""
 from __future__ import annotations
 
 import json
@@ -50,56 +54,137 @@ def test_callback_hooks_order(data):
                           + ["batch"] * 4 + ["epoch_end 1", "train_end"])
 
 
-def test_early_stopping_patience_and_restore(data):
-    x, y = data
-    # scripted monitor values: best at epoch 1, then 2 epochs without improvement = patience 2 (as Keras)
-    rec = Recorder(inject={"val_loss": [1.0, 0.5, 0.7, 0.6, 0.8, 0.4, 0.3, 0.2]})
-    es = pgo.EarlyStopping(monitor="val_loss", patience=2, restore_best_weights=True)
-    m = mlp()
-    hist = m.fit(x, y, epochs=8, batch_size=16, callbacks=[rec, es], **FAST)
-    assert len(hist.epoch) == 4
+class StandIn:
+    """What the monitor callbacks use of a model (as Keras's early_stopping_test.py's DummyModel):
+    weights and ``stop_training``."""
+
+    def __init__(self):
+        self.weights, self.stop_training = {"w": np.zeros(3)}, False
+
+    def get_weights(self):
+        return {k: v.copy() for k, v in self.weights.items()}
+
+    def set_weights(self, weights):
+        self.weights = {k: np.array(v) for k, v in weights.items()}
+
+
+class StandInTrainer:
+    """What callbacks see of a running fit (``pgo.training.callbacks.Trainer``) around ``optimizer``."""
+
+    def __init__(self, optimizer):
+        self.optimizer, self.metrics, self.n_batches, self.epochs = optimizer, [], 1, 0
+
+
+def drive(callback, model, monitored, monitor="val_loss", trainer=None):
+    """Call ``callback``'s hooks as fit does for epochs whose logs report ``monitored`` (one value per
+    epoch) under ``monitor``; epoch e's "training" sets every weight to e. Stops when the callback sets
+    ``model.stop_training``. Returns the epochs run and, with a trainer, the lr each epoch began with."""
+    model.stop_training = False
+    callback.set_trainer(trainer)
+    callback.on_train_begin(model)
+    epochs, lrs = [], []
+    for epoch, value in enumerate(monitored):
+        callback.on_epoch_begin(model, epoch)
+        if trainer is not None:
+            lrs.append(trainer.optimizer.lr)
+        model.set_weights({k: np.full_like(v, epoch) for k, v in model.get_weights().items()})
+        epochs.append(epoch)
+        callback.on_epoch_end(model, epoch, {"loss": 1.0, monitor: value})
+        if model.stop_training:
+            break
+    callback.on_train_end(model)
+    callback.set_trainer(None)
+    return epochs, lrs
+
+
+def test_early_stopping_patience_and_restore():
+    # best at epoch 1, then 2 epochs without improvement = patience 2 (as Keras)
+    model, es = StandIn(), pgo.EarlyStopping(monitor="val_loss", patience=2, restore_best_weights=True)
+    epochs, _ = drive(es, model, [1.0, 0.5, 0.7, 0.6, 0.8, 0.4, 0.3, 0.2])
+    assert epochs == [0, 1, 2, 3]
     assert es.best_epoch == 1 and es.stopped_epoch == 3 and es.best == 0.5
-    assert same_weights(m.get_weights(), rec.weights[1])
-    assert not same_weights(m.get_weights(), rec.weights[-1])
+    assert (model.weights["w"] == 1).all()   # epoch 1's weights put back
     # without restore_best_weights the last epoch's weights stay
-    rec = Recorder(inject={"val_loss": [1.0, 0.5, 0.7, 0.6, 0.8, 0.4, 0.3, 0.2]})
-    m = mlp()
-    m.fit(x, y, epochs=8, batch_size=16, callbacks=[rec, pgo.EarlyStopping(patience=2)], **FAST)
-    assert same_weights(m.get_weights(), rec.weights[-1]) and len(rec.weights) == 4
+    model = StandIn()
+    epochs, _ = drive(pgo.EarlyStopping(patience=2), model, [1.0, 0.5, 0.7, 0.6, 0.8, 0.4, 0.3, 0.2])
+    assert epochs == [0, 1, 2, 3] and (model.weights["w"] == 3).all()
+    # patience 0 stops at the first epoch without improvement, as patience 1 (Keras)
+    for patience in (0, 1):
+        epochs, _ = drive(pgo.EarlyStopping(patience=patience), StandIn(), [1.0, 0.9, 0.95, 0.5])
+        assert epochs == [0, 1, 2]
 
 
-def test_early_stopping_baseline(data):
+def test_early_stopping_starts_afresh_in_each_training():
+    es, model = pgo.EarlyStopping(patience=1, restore_best_weights=True), StandIn()
+    drive(es, model, [0.1, 0.2])
+    epochs, _ = drive(es, model, [5.0, 4.0, 4.5])   # 5.0 is not compared with the earlier 0.1
+    assert epochs == [0, 1, 2] and es.best == 4.0 and es.best_epoch == 1 and (model.weights["w"] == 1).all()
+
+
+def test_early_stopping_baseline():
     """Nothing counts as an improvement until the baseline is beaten (Keras's baseline)."""
-    x, y = data
-    rec = Recorder(inject={"val_loss": [0.9, 0.8, 0.7, 0.6, 0.5]})
     es = pgo.EarlyStopping(patience=2, baseline=0.85)
-    hist = mlp().fit(x, y, epochs=5, batch_size=16, callbacks=[rec, es], **FAST)
-    assert len(hist.epoch) == 5 and es.best_epoch == 4 and es.best == 0.5
-    rec = Recorder(inject={"val_loss": [0.9, 0.8, 0.7, 0.6, 0.5]})
-    es = pgo.EarlyStopping(patience=2, baseline=0.1)
-    hist = mlp().fit(x, y, epochs=5, batch_size=16, callbacks=[rec, es], **FAST)
-    assert len(hist.epoch) == 2 and es.best_epoch is None and es.stopped_epoch == 1
+    epochs, _ = drive(es, StandIn(), [0.9, 0.8, 0.7, 0.6, 0.5])
+    assert epochs == [0, 1, 2, 3, 4] and es.best_epoch == 4 and es.best == 0.5
+    es, model = pgo.EarlyStopping(patience=2, baseline=0.1, restore_best_weights=True), StandIn()
+    epochs, _ = drive(es, model, [0.9, 0.8, 0.7, 0.6, 0.5])
+    assert epochs == [0, 1] and es.best_epoch is None and es.stopped_epoch == 1
+    assert (model.weights["w"] == 1).all()   # no best epoch: nothing to restore
 
 
-def test_reduce_lr_on_plateau(data):
+def test_early_stopping_min_delta_and_accuracy_mode():
+    es = pgo.EarlyStopping(monitor="val_accuracy", patience=0, min_delta=0.01)  # mode auto -> max
+    epochs, _ = drive(es, StandIn(), [0.5, 0.6, 0.605, 0.9, 0.9], monitor="val_accuracy")
+    assert epochs == [0, 1, 2] and es.best_epoch == 1
+    es = pgo.EarlyStopping(monitor="val_accuracy", patience=0, mode="min")   # an explicit mode wins
+    epochs, _ = drive(es, StandIn(), [0.5, 0.4, 0.6], monitor="val_accuracy")
+    assert epochs == [0, 1, 2] and es.best == 0.4
+
+
+def test_reduce_lr_on_plateau():
     """factor after patience epochs without improvement, then cooldown epochs that do not count;
-    never below min_lr; the lr of each epoch is in the History."""
-    x, y = data
-    rec = Recorder(inject={"val_loss": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5]})
-    cb = pgo.ReduceLROnPlateau(factor=0.5, patience=2, cooldown=2, min_lr=0.2, min_delta=0.0)
-    hist = mlp().fit(x, y, epochs=8, batch_size=16, optimizer=pgo.SGD(lr=1.0), callbacks=[rec, cb], **FAST)
+    never below min_lr."""
+    cb, trainer = pgo.ReduceLROnPlateau(factor=0.5, patience=2, cooldown=2, min_lr=0.2, min_delta=0.0), \
+        StandInTrainer(pgo.SGD(lr=1.0))
+    _, lrs = drive(cb, StandIn(), [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5], trainer=trainer)
     # lr used in epoch e; reductions at the ends of epochs 2 (1.0 -> 0.5) and 5 (0.5 -> 0.25): epoch 3
     # is the cooldown (as in Keras, the counter is decremented at the start of an epoch's check, so
     # cooldown=2 leaves one epoch out), epochs 4 and 5 the patience
-    assert hist["lr"] == [1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25]
-    rec = Recorder(inject={"val_loss": [1.0] * 6})
-    cb = pgo.ReduceLROnPlateau(factor=0.1, patience=1, min_lr=0.05)
-    hist = mlp().fit(x, y, epochs=6, batch_size=16, optimizer=pgo.SGD(lr=1.0), callbacks=[rec, cb], **FAST)
-    assert hist["lr"][:3] == [1.0, 1.0, pytest.approx(0.1)] and hist["lr"][-1] == pytest.approx(0.05)
+    assert lrs == [1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25]
+    cb, trainer = pgo.ReduceLROnPlateau(factor=0.1, patience=1, min_lr=0.05), StandInTrainer(pgo.SGD(lr=1.0))
+    _, lrs = drive(cb, StandIn(), [1.0] * 6, trainer=trainer)
+    assert lrs[:3] == [1.0, 1.0, pytest.approx(0.1)] and lrs[-1] == pytest.approx(0.05)
+    assert trainer.optimizer.lr == pytest.approx(0.05)
+    # an improvement resets the count
+    cb, trainer = pgo.ReduceLROnPlateau(factor=0.5, patience=2), StandInTrainer(pgo.SGD(lr=1.0))
+    _, lrs = drive(cb, StandIn(), [1.0, 1.0, 0.5, 0.5, 0.5], trainer=trainer)
+    assert lrs == [1.0, 1.0, 1.0, 1.0, 1.0] and trainer.optimizer.lr == 0.5
     with pytest.raises(ValueError, match="schedule"):
-        mlp().fit(x, y, epochs=1, optimizer=pgo.SGD(lr=lambda step: 0.1), callbacks=[pgo.ReduceLROnPlateau()], **FAST)
+        drive(pgo.ReduceLROnPlateau(), StandIn(), [1.0], trainer=StandInTrainer(pgo.SGD(lr=lambda step: 0.1)))
     with pytest.raises(ValueError, match="factor"):
         pgo.ReduceLROnPlateau(factor=1.0)
+
+
+def test_monitor_callbacks_name_what_fit_does_not_report():
+    for cb in (pgo.EarlyStopping(monitor="val_loss"), pgo.ModelCheckpoint("x.gguf", save_best_only=True),
+               pgo.ReduceLROnPlateau()):
+        with pytest.raises(ValueError, match=r"monitors 'val_loss', which fit does not report here; "
+                                             r"available: \['loss'\]"):
+            drive(cb, StandIn(), [float("nan")], trainer=StandInTrainer(pgo.SGD(lr=1.0)))
+
+
+def test_scripted_logs_reach_the_callbacks_through_fit(data):
+    """End to end: logs a callback changes in on_epoch_end are what the callbacks after it see (fit's
+    History records the lr ReduceLROnPlateau set; EarlyStopping's stop ends fit)."""
+    x, y = data
+    rec = Recorder(inject={"val_loss": [1.0, 1.0, 1.0, 1.0, 1.0]})
+    cb = pgo.ReduceLROnPlateau(factor=0.1, patience=1, min_lr=0.05)
+    es = pgo.EarlyStopping(patience=3, restore_best_weights=True)
+    m = mlp()
+    hist = m.fit(x, y, epochs=5, batch_size=16, optimizer=pgo.SGD(lr=1.0), callbacks=[rec, cb, es], **FAST)
+    assert hist["lr"] == [1.0, 1.0, pytest.approx(0.1), pytest.approx(0.05)]
+    assert hist.epoch == [0, 1, 2, 3] and es.stopped_epoch == 3 and es.best_epoch == 0
+    assert same_weights(m.get_weights(), rec.weights[0])
 
 
 def test_early_stopping_real_metric_restores_best_epoch(data):
@@ -184,28 +269,36 @@ def test_optimizer_state_views_equal_copies_and_are_read_only(tmp_path, data):
         np.testing.assert_array_equal(ck.state.v[name], seen[1].v[name])
 
 
-@pytest.mark.parametrize("save_optimizer", SAVE_OPTIMIZER)
-def test_model_checkpoint_save_best_only(tmp_path, data, save_optimizer):
-    x, y = data
-    rec = Recorder(inject={"val_loss": [3.0, 1.0, 2.0, 0.5, 0.7]})
-    ck = pgo.ModelCheckpoint(str(tmp_path / "best-{epoch}.gguf"), save_best_only=True, save_optimizer=save_optimizer)
-    mlp().fit(x, y, epochs=5, batch_size=16, callbacks=[rec, ck], **FAST)
+def test_model_checkpoint_save_best_only(tmp_path):
+    model = mlp()
+    ck = pgo.ModelCheckpoint(str(tmp_path / "best-{epoch}.gguf"), save_best_only=True, save_optimizer=False)
+    drive(ck, model, [3.0, 1.0, 2.0, 0.5, 0.7])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best-1.gguf", "best-2.gguf", "best-4.gguf"]
-    assert same_weights(pgo.load(tmp_path / "best-4.gguf").get_weights(), rec.weights[3])
+    assert all((w == 3).all() for w in pgo.load(tmp_path / "best-4.gguf").get_weights().values())
     # a fixed path keeps only the best
+    ck = pgo.ModelCheckpoint(tmp_path / "best.gguf", save_best_only=True, save_optimizer=False)
+    drive(ck, model, [3.0, 1.0, 2.0, 0.5, 0.7])
+    assert all((w == 3).all() for w in pgo.load(tmp_path / "best.gguf").get_weights().values())
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    # min_delta: 0.45 is not better than 0.5 by more than 0.1
+    ck = pgo.ModelCheckpoint(tmp_path / "d-{epoch}.gguf", save_best_only=True, min_delta=0.1, save_optimizer=False)
+    drive(ck, model, [3.0, 1.0, 0.5, 0.45, 0.2])
+    assert [p.rsplit("/", 1)[-1] for p in ck.saved] == ["d-1.gguf", "d-2.gguf", "d-3.gguf", "d-5.gguf"]
+    # as Keras: the best value carries over to the next training with the same callback
+    drive(ck, model, [0.3, 0.05])
+    assert [p.rsplit("/", 1)[-1] for p in ck.saved][4:] == ["d-2.gguf"]
+
+
+@pytest.mark.parametrize("save_optimizer", SAVE_OPTIMIZER)
+def test_model_checkpoint_save_best_only_in_fit(tmp_path, data, save_optimizer):
+    """End to end: the best epoch's weights (and optimizer state) in the file, whatever came after."""
+    x, y = data
     rec = Recorder(inject={"val_loss": [3.0, 1.0, 2.0, 0.5, 0.7]})
     ck = pgo.ModelCheckpoint(tmp_path / "best.gguf", save_best_only=True, save_optimizer=save_optimizer)
     mlp().fit(x, y, epochs=5, batch_size=16, callbacks=[rec, ck], **FAST)
     assert same_weights(pgo.load(tmp_path / "best.gguf").get_weights(), rec.weights[3])
-    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
-    with pytest.raises(ValueError, match="val_loss"):
-        mlp().fit(x, y, epochs=1, batch_size=16, callbacks=[pgo.ModelCheckpoint(tmp_path / "x.gguf",
-                                                                                  save_best_only=True)], **FAST)
-    # min_delta: 0.45 is not better than 0.5 by more than 0.1
-    rec = Recorder(inject={"val_loss": [3.0, 1.0, 0.5, 0.45, 0.2]})
-    ck = pgo.ModelCheckpoint(tmp_path / "d-{epoch}.gguf", save_best_only=True, min_delta=0.1, save_optimizer=False)
-    mlp().fit(x, y, epochs=5, batch_size=16, callbacks=[rec, ck], **FAST)
-    assert [p.rsplit("/", 1)[-1] for p in ck.saved] == ["d-1.gguf", "d-2.gguf", "d-3.gguf", "d-5.gguf"]
+    if save_optimizer:
+        assert load_checkpoint(tmp_path / "best.gguf", mlp()).epoch == 4
 
 
 def test_callback_list_and_predict_from_a_callback_on_the_same_backend(data):
