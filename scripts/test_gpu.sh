@@ -111,7 +111,7 @@ for name in ("cuda", "CUDA:0", "gpu", "CUDA0"):
 sys.exit(0 if any(d.name.startswith("CUDA") for d in pgo.devices()) else 1)
 EOF
 echo "== tests/api/test_backends.py"
-(cd tests && "$VPY" -m pytest -q -rs -p no:cacheprovider test_backends.py 2>&1 | tail -n 15) | sed 's/^/   /'
+(cd tests && "$VPY" -m pytest -q -rs -p no:cacheprovider api/test_backends.py 2>&1 | tail -n 15) | sed 's/^/   /'
 [ "${PIPESTATUS[0]}" = 0 ] || failed+=("tests/api/test_backends.py")
 
 # ---- 2. test-backend-ops on CUDA0 for the ops the training graphs use --------------------------

@@ -47,7 +47,7 @@ export PYGGML_OPT_BUILD_DIR="$build"
 # without ASan, instead of ASan aborting; the GGUF fuzz tests feed such sizes on purpose
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:symbolize=1:detect_stack_use_after_return=0:allocator_may_return_null=1"
 # tests/ggml/c/ubsan.supp: one known report in upstream test code, explained there
-export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:suppressions=$repo/tests/c/ubsan.supp"
+export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:suppressions=$repo/tests/ggml/c/ubsan.supp"
 marker=(-m "not slow")
 if [ "${PYGGML_OPT_SLOW:-0}" = "1" ]; then marker=(); fi
 cd tests

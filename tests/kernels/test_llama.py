@@ -2,7 +2,7 @@
 key / value heads, llama.cpp's rotary positions), its gradients against central finite differences,
 training with fit, and its files: pyggml_opt's own layout and llama.cpp's (read back by pgo.load; a
 gpt as llama.cpp's gpt2 likewise); models that llama.cpp's layouts do not fit are refused naming the
-layer. llama.cpp itself judges the files in test_llama_cpp.py."""
+layer. llama.cpp itself judges the files in integration/test_llama_cpp.py."""
 import numpy as np
 import pytest
 

@@ -1,5 +1,5 @@
 """Float64 numpy forward passes of llama.cpp's ``llama`` and ``gpt2`` files (read with gguf's own
-GGUFReader, not pyggml_opt's), the references of test_llama.py and test_llama_cpp.py."""
+GGUFReader, not pyggml_opt's), the references of kernels/test_llama.py and integration/test_llama_cpp.py."""
 from __future__ import annotations
 
 import numpy as np

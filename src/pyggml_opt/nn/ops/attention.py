@@ -57,8 +57,8 @@ def repeat_heads(k: Tensor, group: int) -> Tensor:
     A copy (REPEAT over a new axis of size 1, whose backward pass sums the copies' gradients) rather
     than ggml's broadcasting mul_mat (key heads broadcast over query heads): through that one's
     backward pass the queries and keys got wrong gradients, the values right ones (measured on
-    test_llama.py's gradient test with 4 query and 2 key heads: wq 1.9e-5 where finite differences
-    give -9.8e-5; wv equal to 7 digits)."""
+    tests/kernels/test_llama.py's gradient test with 4 query and 2 key heads: wq 1.9e-5 where finite
+    differences give -9.8e-5; wv equal to 7 digits)."""
     n, kv_heads, steps, d_head = k.shape
     ctx = graph_context(k).ptr
     flat = reshape(k, n * kv_heads, 1, steps * d_head)
