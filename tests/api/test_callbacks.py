@@ -144,8 +144,8 @@ def test_early_stopping_min_delta_and_accuracy_mode():
 def test_reduce_lr_on_plateau():
     """factor after patience epochs without improvement, then cooldown epochs that do not count;
     never below min_lr."""
-    cb, trainer = pgo.ReduceLROnPlateau(factor=0.5, patience=2, cooldown=2, min_lr=0.2, min_delta=0.0), \
-        StandInTrainer(pgo.SGD(lr=1.0))
+    cb = pgo.ReduceLROnPlateau(factor=0.5, patience=2, cooldown=2, min_lr=0.2, min_delta=0.0)
+    trainer = StandInTrainer(pgo.SGD(lr=1.0))
     _, lrs = drive(cb, StandIn(), [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5], trainer=trainer)
     # lr used in epoch e; reductions at the ends of epochs 2 (1.0 -> 0.5) and 5 (0.5 -> 0.25): epoch 3
     # is the cooldown (as in Keras, the counter is decremented at the start of an epoch's check, so
