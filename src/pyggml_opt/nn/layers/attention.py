@@ -12,6 +12,24 @@ from ..params import uniform_init
 from .base import Layer, LayerShapes
 
 
+def attend(q: Tensor, k: Tensor, v: Tensor, causal: bool, params: dict[str, Tensor]) -> Tensor:
+    """Attention of queries q (n, T, heads, d_head) over keys and values (n, T, kv_heads, d_head),
+    heads merged: (n, T, heads * d_head). In a decoding graph (``nn/decoding.py``: ``params`` holds the
+    layer's ``k_cache`` / ``v_cache``, the steps' ``positions`` and the ``kv_mask`` over the cached
+    rows) the new keys and values go into the cache and the queries attend over its rows; else over
+    the T steps (causal or not, a padding mask where the model has one)."""
+    n, steps, heads, d_head = q.shape
+    if "k_cache" in params:
+        n_kv = params["kv_mask"].shape[-1]
+        keys, values = (F.cache_rows(params[f"{p}_cache"], t, params["positions"], n_kv) for p, t in (("k", k), ("v", v)))
+        out = F.cached_attention(F.permute(q, 0, 2, 1, 3), keys, values, params["kv_mask"])
+    else:
+        mask = F.attention_mask(params["padding"]) if "padding" in params else None
+        q, k, v = (F.permute(t, 0, 2, 1, 3) for t in (q, k, v))
+        out = F.attention(q, k, v, causal, mask)
+    return F.reshape(F.permute(out, 0, 2, 1, 3), n, steps, heads * d_head)
+
+
 class MultiHeadAttention(Layer):
     """Self-attention over a sequence: (T, dim) -> (T, dim) with ``n_heads`` heads of dim / n_heads,
     the query, key, value and output projections ``wq``, ``wk``, ``wv``, ``wo`` (dim, dim) with biases
@@ -33,6 +51,15 @@ class MultiHeadAttention(Layer):
         if self.rope and (self.dim // self.n_heads) % 2:
             raise ValueError(f"rope needs an even head size, got dim / n_heads = {self.dim // self.n_heads}")
 
+    @property
+    def decoding(self) -> str | None:  # type: ignore[override]
+        return "cache" if self.causal else None
+
+    @property
+    def kv_width(self) -> int:
+        """Keys (and values) per step: dim."""
+        return self.dim
+
     def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 2 or input_shape[1] != self.dim:
             self._fail(input_shape, f"a sequence (T, {self.dim})")
@@ -46,16 +73,11 @@ class MultiHeadAttention(Layer):
         n, steps, dim = x.shape
         heads, d_head = self.n_heads, dim // self.n_heads
 
-        def split(p: str) -> Tensor:  # (n, T, dim) -> (n, heads, T, d_head)
+        def split(p: str) -> Tensor:  # (n, T, dim) -> (n, T, heads, d_head)
             y = F.reshape(F.linear(x, params[f"w{p}"], params[f"b{p}"]), n, steps, heads, d_head)
-            if self.rope and p in "qk":
-                y = F.rope(y)
-            return F.permute(y, 0, 2, 1, 3)
+            return F.rope(y, positions=params.get("positions")) if self.rope and p in "qk" else y
 
-        mask = F.attention_mask(params["padding"]) if "padding" in params else None
-        out = F.attention(split("q"), split("k"), split("v"), self.causal, mask)
-        merged = F.reshape(F.permute(out, 0, 2, 1, 3), n, steps, dim)
-        return F.linear(merged, params["wo"], params["bo"])
+        return F.linear(attend(split("q"), split("k"), split("v"), self.causal, params), params["wo"], params["bo"])
 
     def get_config(self) -> dict:
         return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "causal": self.causal, "rope": self.rope}
@@ -90,6 +112,15 @@ class GroupedQueryAttention(Layer):
         """Width of the key and value projections: n_kv_heads * d_head."""
         return self.n_kv_heads * (self.dim // self.n_heads)
 
+    @property
+    def decoding(self) -> str | None:  # type: ignore[override]
+        return "cache" if self.causal else None
+
+    @property
+    def kv_width(self) -> int:
+        """Keys (and values) per step: kv_dim."""
+        return self.kv_dim
+
     def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 2 or input_shape[1] != self.dim:
             self._fail(input_shape, f"a sequence (T, {self.dim})")
@@ -103,16 +134,13 @@ class GroupedQueryAttention(Layer):
         n, steps, dim = x.shape
         d_head = dim // self.n_heads
 
-        def split(p: str, heads: int) -> Tensor:  # (n, T, dim) -> (n, heads, T, d_head)
+        def split(p: str, heads: int) -> Tensor:  # (n, T, dim) -> (n, T, heads, d_head)
             y = F.reshape(F.linear(x, params[f"w{p}"]), n, steps, heads, d_head)
-            if p in "qk":
-                y = F.rope(y, self.rope_base, mode="norm")
-            return F.permute(y, 0, 2, 1, 3)
+            return F.rope(y, self.rope_base, mode="norm", positions=params.get("positions")) if p in "qk" else y
 
-        mask = F.attention_mask(params["padding"]) if "padding" in params else None
-        out = F.attention(split("q", self.n_heads), split("k", self.n_kv_heads), split("v", self.n_kv_heads),
-                          self.causal, mask)
-        return F.linear(F.reshape(F.permute(out, 0, 2, 1, 3), n, steps, dim), params["wo"])
+        out = attend(split("q", self.n_heads), split("k", self.n_kv_heads), split("v", self.n_kv_heads), self.causal,
+                     params)
+        return F.linear(out, params["wo"])
 
     def get_config(self) -> dict:
         return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads,

@@ -62,6 +62,13 @@ class Layer:
     # params as "padding", (n, T), 1 for a token and 0 for padding. Any other layer drops it.
     keeps_mask = False
     uses_mask = False
+    # Decoding with a key / value cache (nn/decoding.py) runs a model on its new steps only: "steps"
+    # marks a layer whose output at a step depends on its input at that step alone (it runs as it
+    # is), "positions" one that reads the steps' positions (``forward``'s params "positions", int32
+    # (T,)), "cache" an attention layer keeping ``kv_width`` keys and values per step (params
+    # "k_cache" / "v_cache", "positions", "kv_mask"); a Block decodes when its sublayers do. None:
+    # not known to, so generate recomputes such a model's whole window per token.
+    decoding: str | None = None
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

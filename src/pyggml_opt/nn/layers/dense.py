@@ -18,6 +18,7 @@ class Linear(Layer):
     (T, out_features). ``weight`` (out, in), ``bias`` (out,)."""
 
     keeps_mask = True
+    decoding = "steps"
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, name: str | None = None) -> None:
         super().__init__(name)
@@ -51,6 +52,7 @@ class Dropout(Layer):
     ``seed`` and the epoch (so resuming from a checkpoint draws the same masks)."""
 
     keeps_mask = True
+    decoding = "steps"
 
     def __init__(self, rate: float = 0.5, name: str | None = None) -> None:
         super().__init__(name)
@@ -107,6 +109,7 @@ class SwiGLU(Layer):
     ``w_gate`` and ``w_up`` (hidden, dim) and ``w_down`` (dim, hidden), no biases."""
 
     keeps_mask = True
+    decoding = "steps"
 
     def __init__(self, dim: int, hidden: int, name: str | None = None) -> None:
         super().__init__(name)

@@ -38,6 +38,11 @@ class Embedding(Layer):
         if lo < 0 or hi >= self.num_embeddings:
             raise ValueError(f"token ids must be in [0, {self.num_embeddings}) for {self!r}, got range [{lo}, {hi}]")
 
+    @property
+    def decoding(self) -> str | None:  # type: ignore[override]
+        # a padding mask would hide cached steps whose id is 0
+        return None if self.mask_zero else "steps"
+
     def input_mask(self, x: Tensor) -> Tensor | None:
         return F.token_mask(x) if self.mask_zero else None
 
@@ -54,6 +59,7 @@ class PositionalEmbedding(Layer):
     sequence (T, dim), T <= max_length; initialised N(0, 0.02^2) as GPT-2 does."""
 
     keeps_mask = True
+    decoding = "positions"
 
     def __init__(self, max_length: int, dim: int, name: str | None = None) -> None:
         super().__init__(name)
@@ -69,6 +75,9 @@ class PositionalEmbedding(Layer):
         return (0.02 * rng.standard_normal(shape)).astype(np.float32)
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        if "positions" in params:  # a decoding graph: the steps' own positions (nn/decoding.py)
+            positions = params["positions"]
+            return F.add(x, F.embedding(F.reshape(positions, 1, positions.shape[0]), params["weight"]))
         return F.add(x, F.rows(params["weight"], 0, x.shape[1], graph=x))
 
     def get_config(self) -> dict:

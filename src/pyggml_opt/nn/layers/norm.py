@@ -18,6 +18,7 @@ class _LastAxisNorm(Layer):
     affine part (``weight`` starting at ones, ``bias`` at zeros)."""
 
     keeps_mask = True
+    decoding = "steps"
 
     def __init__(self, normalized_shape: int, eps: float, elementwise_affine: bool, name: str | None,
                  affine_params: tuple[str, ...]) -> None:

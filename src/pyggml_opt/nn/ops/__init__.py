@@ -11,9 +11,9 @@ from .linalg import linear, mul_mat
 from .conv import conv_1d, conv_2d, pool_2d
 from .activations import gelu, log_softmax, sigmoid, softmax, tanh
 from .norm import batch_norm, layer_norm, rms_norm
-from .attention import attention, attention_mask, causal_mask, padding_mask, rope, token_mask
+from .attention import attention, attention_mask, cache_rows, cached_attention, causal_mask, padding_mask, rope, token_mask
 
-__all__ = ['Tensor', 'abs', 'add', 'attention', 'attention_mask', 'batch_norm', 'causal_mask', 'clamp', 'check_tensor', 'columns', 'concat', 'cont', 'contiguous', 'conv_1d',
+__all__ = ['Tensor', 'abs', 'add', 'attention', 'attention_mask', 'cache_rows', 'cached_attention', 'batch_norm', 'causal_mask', 'clamp', 'check_tensor', 'columns', 'concat', 'cont', 'contiguous', 'conv_1d',
            'conv_2d', 'div', 'embedding', 'exp', 'flatten', 'gelu', 'graph_context', 'layer_norm', 'linear', 'log',
            'log_softmax', 'mean', 'mul', 'mul_mat', 'neg', 'padding_mask', 'new_input', 'permute', 'pool_2d', 'relu', 'reshape',
            'rms_norm', 'rope', 'rows', 'scale', 'sigmoid', 'silu', 'softmax', 'softplus', 'sqr', 'sqrt', 'sub', 'sum', 'sum_rows',

@@ -69,13 +69,14 @@ def repeat_heads(k: Tensor, group: int) -> Tensor:
 ROPE_MODES = {"neox": lib.GGML_ROPE_TYPE_NEOX, "norm": lib.GGML_ROPE_TYPE_NORMAL}
 
 
-def rope(x: Tensor, base: float = 10000.0, mode: str = "neox") -> Tensor:
+def rope(x: Tensor, base: float = 10000.0, mode: str = "neox", positions: Tensor | None = None) -> Tensor:
     """Rotary position embedding of x (n, T, heads, d_head): each step t rotates pairs of features by
     the angle t * base^(-2i/d_head) for pair i. ``mode`` "neox" pairs features (i, i + d_head/2) (the
     "rotate half" convention of GPT-NeoX and of Hugging Face's LLaMA; ggml's NEOX mode); "norm" pairs
     adjacent features (2i, 2i + 1) (ggml's NORM mode: llama.cpp's rope for its ``llama`` architecture).
-    Positions are 0 .. T-1, made inside the graph, so the op needs no input of its own; ggml
-    differentiates ROPE."""
+    Positions are 0 .. T-1, made inside the graph, so the op needs no input of its own, unless
+    ``positions`` (int32 (T,): a decoding graph's steps, which start after the cached ones) gives them;
+    ggml differentiates ROPE."""
     check_tensor("x", x)
     if x.ndim != 4 or x.shape[3] % 2:
         raise ValueError(f"rope: x must be (n, T, heads, d_head) with an even d_head, got shape {x.shape}")
@@ -86,9 +87,55 @@ def rope(x: Tensor, base: float = 10000.0, mode: str = "neox") -> Tensor:
     src = contiguous(x)
     ctx = graph_context(src).ptr
     steps = src.shape[1]
-    positions = lib.ggml_cast(ctx, lib.ggml_arange(ctx, 0.0, float(steps), 1.0), lib.GGML_TYPE_I32)
-    return wrap(lib.ggml_rope_ext(ctx, src.ptr, positions, ffi.NULL, src.shape[3], ROPE_MODES[mode], 0,
+    if positions is None:
+        pos = lib.ggml_cast(ctx, lib.ggml_arange(ctx, 0.0, float(steps), 1.0), lib.GGML_TYPE_I32)
+    elif positions.shape != (steps,) or positions.ptr.type != lib.GGML_TYPE_I32:
+        raise ValueError(f"rope: positions must be int32 ({steps},) for x of shape {x.shape}, got {positions.shape}")
+    else:
+        pos = positions.ptr
+    return wrap(lib.ggml_rope_ext(ctx, src.ptr, pos, ffi.NULL, src.shape[3], ROPE_MODES[mode], 0,
                                   float(base), 1.0, 0.0, 1.0, 0.0, 0.0), src)
+
+
+def cache_rows(cache: Tensor, new: Tensor, positions: Tensor, n_kv: int) -> Tensor:
+    """Keys or values of a key / value cache: writes ``new`` (n, T, heads, d_head) into rows
+    ``positions`` (int32 (T,)) of ``cache`` (n, context, heads * d_head) (ggml_set_rows, in place when
+    the graph runs) and returns the cache's first ``n_kv`` rows after that write, a view
+    (n, heads, n_kv, d_head) for ``cached_attention``."""
+    for name, t in (("cache", cache), ("new", new), ("positions", positions)):
+        check_tensor(name, t)
+    n, steps, heads, d_head = new.shape
+    if (cache.ndim != 3 or cache.shape[0] != n or cache.shape[2] != heads * d_head or not 0 < n_kv <= cache.shape[1]
+            or positions.shape != (steps,) or positions.ptr.type != lib.GGML_TYPE_I32
+            or cache.ptr.type != lib.GGML_TYPE_F32):
+        raise ValueError(f"cache_rows: cache must be float32 (n, context, heads * d_head) and positions int32 (T,) for "
+                         f"new rows {new.shape} and 0 < n_kv <= context, got {cache.shape}, {positions.shape}, {n_kv}")
+    rows = reshape(contiguous(new), n, steps, heads * d_head)
+    ctx = graph_context(rows).ptr
+    written = lib.ggml_set_rows(ctx, cache.ptr, rows.ptr, positions.ptr)
+    nb = cache.ptr.nb
+    view = lib.ggml_view_4d(ctx, written, d_head, heads, n_kv, n, nb[0] * d_head, nb[1], nb[2], 0)
+    return permute(wrap(view, rows, ndim=4), 0, 2, 1, 3)
+
+
+def cached_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """Scaled dot-product attention of new steps over a key / value cache: q (n, heads, T, d_head), k
+    and v (n, kv_heads, S, d_head) (``cache_rows``: the first S rows of the cache, new steps included),
+    ``mask`` (1, 1, T, S) float32 added to the scores (0: attend, -inf: a later or unwritten row) ->
+    (n, heads, T, d_head). Key / value head h // (heads / kv_heads) serves query head h through ggml's
+    broadcasting matrix product (no copies: this graph is never differentiated), as llama.cpp does."""
+    for name, t in (("q", q), ("k", k), ("v", v), ("mask", mask)):
+        check_tensor(name, t)
+    n, heads, steps, d_head = q.shape
+    kv_heads, keys = k.shape[1], k.shape[2]
+    if (k.shape != v.shape or k.shape[0] != n or k.shape[3] != d_head or heads % kv_heads
+            or mask.shape != (1, 1, steps, keys)):
+        raise ValueError(f"cached_attention: q (n, heads, T, d_head), k and v (n, kv_heads, S, d_head), mask (1, 1, T, S) "
+                         f"expected, got {q.shape}, {k.shape}, {v.shape}, {mask.shape}")
+    scores = mul_mat(k, q)                                                        # (n, heads, T, S)
+    ctx = graph_context(scores).ptr
+    weights = wrap(lib.ggml_soft_max_ext(ctx, scores.ptr, mask.ptr, 1.0 / d_head ** 0.5, 0.0), scores)
+    return mul_mat(contiguous(permute(v, 0, 1, 3, 2)), weights)                  # (n, heads, T, d_head)
 
 
 PAD_SCORE = -1e9  # added to a padding key's score: exp underflows to 0 (-inf would give NaN in 0 * -inf)
