@@ -185,6 +185,10 @@ class Buffer(Handle):
         super().__init__(ptr, lib.ggml_backend_buffer_free, context, backend)
         self.context, self.backend = context, backend
 
+    def clear(self, value: int = 0) -> None:
+        """Set every byte of the buffer to ``value`` (``ggml_backend_buffer_clear``)."""
+        lib.ggml_backend_buffer_clear(self.ptr, value)
+
     @property
     def nbytes(self) -> int:
         return lib.ggml_backend_buffer_get_size(self.ptr)

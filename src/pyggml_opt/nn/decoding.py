@@ -60,6 +60,9 @@ class KVCache:
                 t = new_input(self.ctx, (batch, context, width), f"{prefix}{kind}_cache")
                 self.tensors[f"{prefix}{kind}_cache"] = t.ptr
         self.buffer = Buffer(self.ctx, backend)
+        # attention reads the rows not written yet too (masked): uninitialised memory could hold NaN,
+        # which a zero weight does not cancel
+        self.buffer.clear(0)
 
     def close(self) -> None:
         """Free the buffer and the context (idempotent)."""

@@ -94,6 +94,8 @@ def generate(model: Trainable, prompt_ids: ArrayLike | str, max_new_tokens: int,
             raise TypeError("a text prompt needs tokenizer= (prompt_ids are token ids otherwise)")
         prompt_ids = tokenizer.encode(prompt_ids)
     ids = np.asarray(prompt_ids)
+    if ids.size == 0:  # [] is float64 to numpy: the emptiness is the problem
+        raise ValueError(f"prompt_ids must be (L,) or (n, L) with n, L >= 1, got shape {ids.shape} (an empty prompt)")
     if ids.dtype.kind not in "iu":
         raise TypeError(f"prompt_ids must be integer token ids, got dtype {ids.dtype}")
     single = ids.ndim == 1
