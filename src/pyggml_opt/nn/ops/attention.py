@@ -122,8 +122,10 @@ def cached_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
     """Scaled dot-product attention of new steps over a key / value cache: q (n, heads, T, d_head), k
     and v (n, kv_heads, S, d_head) (``cache_rows``: the first S rows of the cache, new steps included),
     ``mask`` (1, 1, T, S) float32 added to the scores (0: attend, -inf: a later or unwritten row) ->
-    (n, heads, T, d_head). Key / value head h // (heads / kv_heads) serves query head h through ggml's
-    broadcasting matrix product (no copies: this graph is never differentiated), as llama.cpp does."""
+    (n, heads, T, d_head). ggml's fused FLASH_ATTN_EXT, as llama.cpp runs it on the CPU: it reads the
+    keys and values where they are (no transposed copy of the values per step), query head h with key /
+    value head h // (heads / kv_heads); softmax and sums in float32, the mask cast to float16 (0 and
+    -inf are exact there). It has no backward pass: for inference graphs."""
     for name, t in (("q", q), ("k", k), ("v", v), ("mask", mask)):
         check_tensor(name, t)
     n, heads, steps, d_head = q.shape
@@ -132,10 +134,11 @@ def cached_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
             or mask.shape != (1, 1, steps, keys)):
         raise ValueError(f"cached_attention: q (n, heads, T, d_head), k and v (n, kv_heads, S, d_head), mask (1, 1, T, S) "
                          f"expected, got {q.shape}, {k.shape}, {v.shape}, {mask.shape}")
-    scores = mul_mat(k, q)                                                        # (n, heads, T, S)
-    ctx = graph_context(scores).ptr
-    weights = wrap(lib.ggml_soft_max_ext(ctx, scores.ptr, mask.ptr, 1.0 / d_head ** 0.5, 0.0), scores)
-    return mul_mat(contiguous(permute(v, 0, 1, 3, 2)), weights)                  # (n, heads, T, d_head)
+    ctx = graph_context(q, k, v, mask).ptr
+    mask16 = lib.ggml_cast(ctx, contiguous(mask).ptr, lib.GGML_TYPE_F16)
+    out = lib.ggml_flash_attn_ext(ctx, q.ptr, k.ptr, v.ptr, mask16, 1.0 / d_head ** 0.5, 0.0, 0.0)
+    lib.ggml_flash_attn_ext_set_prec(out, lib.GGML_PREC_F32)
+    return permute(wrap(out, q, ndim=4), 0, 2, 1, 3)  # FLASH_ATTN_EXT gives (n, T, heads, d_head)
 
 
 PAD_SCORE = -1e9  # added to a padding key's score: exp underflows to 0 (-inf would give NaN in 0 * -inf)
