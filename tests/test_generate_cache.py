@@ -10,6 +10,7 @@ from pyggml_opt.core import Backend, Scheduler
 from pyggml_opt.data import CharTokenizer
 from pyggml_opt.nn.decoding import KV_BLOCK, DecodeGraph, KVCache, decoding_layers, kv_rows
 from pyggml_opt.training.generation import sample
+from support import greedy_by_predict
 
 V = 11
 CONTEXT = KV_BLOCK + 24  # one-step graphs over 256 cached rows, then over all 280
@@ -80,17 +81,6 @@ def trained():
     x = np.random.default_rng(0).integers(0, V, (64, T))
     m.fit(x, (x + 1) % V, epochs=3, batch_size=16, verbose=0, n_threads=1, seed=0)
     return m
-
-
-def greedy_by_predict(m, prompt, n_new):
-    """Greedy decoding with one predict call per token on the left-aligned, zero-padded window."""
-    seq = list(prompt)
-    for _ in range(n_new):
-        ctx = seq[-T:]
-        window = np.zeros((1, T), np.int32)
-        window[0, :len(ctx)] = ctx
-        seq.append(int(np.argmax(m.predict(window, logits=True)[0, len(ctx) - 1])))
-    return np.array(seq)
 
 
 @pytest.mark.parametrize("prompt_len", [1, 5, T, 12])  # T: the cache is full at once; 12 > context

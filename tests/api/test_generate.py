@@ -8,6 +8,7 @@ from pyggml_opt import layers as L
 from pyggml_opt.core import GGUFFile
 from pyggml_opt.data import sliding_windows
 from pyggml_opt.training.generation import sample
+from support import greedy_by_predict
 
 V, T = 13, 8
 
@@ -19,17 +20,6 @@ def lm():
     x = rng.integers(0, V, (64, T))
     m.fit(x, (x + 1) % V, epochs=3, batch_size=16, verbose=0, n_threads=1)  # logits with some structure
     return m
-
-
-def greedy_by_predict(m, prompt, n_new):
-    """Greedy decoding with one predict call per token on the left-aligned, zero-padded window."""
-    seq = list(prompt)
-    for _ in range(n_new):
-        ctx = seq[-T:]
-        window = np.zeros((1, T), np.int32)
-        window[0, :len(ctx)] = ctx
-        seq.append(int(np.argmax(m.predict(window, logits=True)[0, len(ctx) - 1])))
-    return np.array(seq)
 
 
 @pytest.mark.parametrize("prompt_len", [1, 5, 12])  # 12 > context: the window slides

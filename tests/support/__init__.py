@@ -81,3 +81,16 @@ def child_env() -> dict[str, str]:
     package = str(Path(pgo.__file__).resolve().parents[1])
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package, str(TESTS),
                                                                       os.environ.get("PYTHONPATH")]))}
+
+
+def greedy_by_predict(m, prompt, n_new):
+    """Greedy decoding of language model ``m`` with one predict call per token on the left-aligned,
+    zero-padded window of the last ``context`` ids (what generate computes without a cache)."""
+    context = m.input_shape[0]
+    seq = list(prompt)
+    for _ in range(n_new):
+        ctx = seq[-context:]
+        window = np.zeros((1, context), np.int32)
+        window[0, :len(ctx)] = ctx
+        seq.append(int(np.argmax(m.predict(window, logits=True)[0, len(ctx) - 1])))
+    return np.array(seq)

@@ -30,16 +30,31 @@ def attend(q: Tensor, k: Tensor, v: Tensor, causal: bool, params: dict[str, Tens
     return F.reshape(F.permute(out, 0, 2, 1, 3), n, steps, heads * d_head)
 
 
-class MultiHeadAttention(Layer):
+class SelfAttention(Layer):
+    """What the self-attention layers share: a padding mask reaches them, and a causal one decodes with a
+    key / value cache (``nn/decoding.py``) of ``kv_width`` keys and values per step."""
+
+    keeps_mask = True
+    uses_mask = True
+    causal: bool
+
+    @property
+    def decoding(self) -> str | None:  # type: ignore[override]
+        return "cache" if self.causal else None
+
+    @property
+    def kv_width(self) -> int:
+        """Keys (and values) per step."""
+        raise NotImplementedError
+
+
+class MultiHeadAttention(SelfAttention):
     """Self-attention over a sequence: (T, dim) -> (T, dim) with ``n_heads`` heads of dim / n_heads,
     the query, key, value and output projections ``wq``, ``wk``, ``wv``, ``wo`` (dim, dim) with biases
     ``bq`` ... ``bo`` (dim,), and with ``causal`` (default) no step attending to a later one (a
     language model's attention). ``rope``: rotate queries and keys by their position (``ops.rope``,
     rotary position embedding) instead of, or besides, learnt positions. After an
     ``Embedding(mask_zero=True)`` no step attends to padding."""
-
-    keeps_mask = True
-    uses_mask = True
 
     def __init__(self, dim: int, n_heads: int, causal: bool = True, rope: bool = False,
                  name: str | None = None) -> None:
@@ -50,10 +65,6 @@ class MultiHeadAttention(Layer):
         self.causal, self.rope = bool(causal), bool(rope)
         if self.rope and (self.dim // self.n_heads) % 2:
             raise ValueError(f"rope needs an even head size, got dim / n_heads = {self.dim // self.n_heads}")
-
-    @property
-    def decoding(self) -> str | None:  # type: ignore[override]
-        return "cache" if self.causal else None
 
     @property
     def kv_width(self) -> int:
@@ -83,7 +94,7 @@ class MultiHeadAttention(Layer):
         return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "causal": self.causal, "rope": self.rope}
 
 
-class GroupedQueryAttention(Layer):
+class GroupedQueryAttention(SelfAttention):
     """Llama's self-attention over a sequence: (T, dim) -> (T, dim) with ``n_heads`` query heads of
     dim / n_heads and ``n_kv_heads`` key / value heads (default n_heads; fewer: grouped-query
     attention, query head h using key / value head h // (n_heads / n_kv_heads)), projections without
@@ -91,9 +102,6 @@ class GroupedQueryAttention(Layer):
     and keys rotated by their position as llama.cpp does for its ``llama`` architecture (``ops.rope``
     mode "norm": adjacent pairs of features, frequency base ``rope_base``), causal unless ``causal``
     is False. After an ``Embedding(mask_zero=True)`` no step attends to padding."""
-
-    keeps_mask = True
-    uses_mask = True
 
     def __init__(self, dim: int, n_heads: int, n_kv_heads: int | None = None, rope_base: float = 10000.0,
                  causal: bool = True, name: str | None = None) -> None:
@@ -111,10 +119,6 @@ class GroupedQueryAttention(Layer):
     def kv_dim(self) -> int:
         """Width of the key and value projections: n_kv_heads * d_head."""
         return self.n_kv_heads * (self.dim // self.n_heads)
-
-    @property
-    def decoding(self) -> str | None:  # type: ignore[override]
-        return "cache" if self.causal else None
 
     @property
     def kv_width(self) -> int:
