@@ -22,12 +22,12 @@ def attend(q: Tensor, k: Tensor, v: Tensor, causal: bool, params: dict[str, Tens
     if "k_cache" in params:
         n_kv = params["kv_mask"].shape[-1]
         keys, values = (F.cache_rows(params[f"{p}_cache"], t, params["positions"], n_kv) for p, t in (("k", k), ("v", v)))
-        out = F.cached_attention(F.permute(q, 0, 2, 1, 3), keys, values, params["kv_mask"])
+        out = F.cached_attention(q, keys, values, params["kv_mask"])
     else:
         mask = F.attention_mask(params["padding"]) if "padding" in params else None
         q, k, v = (F.permute(t, 0, 2, 1, 3) for t in (q, k, v))
-        out = F.attention(q, k, v, causal, mask)
-    return F.reshape(F.permute(out, 0, 2, 1, 3), n, steps, heads * d_head)
+        out = F.permute(F.attention(q, k, v, causal, mask), 0, 2, 1, 3)
+    return F.reshape(out, n, steps, heads * d_head)
 
 
 class SelfAttention(Layer):

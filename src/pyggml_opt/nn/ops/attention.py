@@ -100,8 +100,8 @@ def rope(x: Tensor, base: float = 10000.0, mode: str = "neox", positions: Tensor
 def cache_rows(cache: Tensor, new: Tensor, positions: Tensor, n_kv: int) -> Tensor:
     """Keys or values of a key / value cache: writes ``new`` (n, T, heads, d_head) into rows
     ``positions`` (int32 (T,)) of ``cache`` (n, context, heads * d_head) (ggml_set_rows, in place when
-    the graph runs) and returns the cache's first ``n_kv`` rows after that write, a view
-    (n, heads, n_kv, d_head) for ``cached_attention``."""
+    the graph runs) and returns the cache's first ``n_kv`` rows after that write as a strided view
+    (n, heads, n_kv, d_head) (no copy: ``cached_attention`` reads it in place)."""
     for name, t in (("cache", cache), ("new", new), ("positions", positions)):
         check_tensor(name, t)
     n, steps, heads, d_head = new.shape
@@ -114,31 +114,33 @@ def cache_rows(cache: Tensor, new: Tensor, positions: Tensor, n_kv: int) -> Tens
     ctx = graph_context(rows).ptr
     written = lib.ggml_set_rows(ctx, cache.ptr, rows.ptr, positions.ptr)
     nb = cache.ptr.nb
-    view = lib.ggml_view_4d(ctx, written, d_head, heads, n_kv, n, nb[0] * d_head, nb[1], nb[2], 0)
-    return permute(wrap(view, rows, ndim=4), 0, 2, 1, 3)
+    # ne (d_head, n_kv, heads, n): rows n_kv apart by the cache's row stride, heads d_head floats apart
+    view = lib.ggml_view_4d(ctx, written, d_head, n_kv, heads, n, nb[1], nb[0] * d_head, nb[2], 0)
+    return wrap(view, rows, ndim=4)
 
 
 def cached_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
-    """Scaled dot-product attention of new steps over a key / value cache: q (n, heads, T, d_head), k
+    """Scaled dot-product attention of new steps over a key / value cache: q (n, T, heads, d_head), k
     and v (n, kv_heads, S, d_head) (``cache_rows``: the first S rows of the cache, new steps included),
     ``mask`` (1, 1, T, S) float32 added to the scores (0: attend, -inf: a later or unwritten row) ->
-    (n, heads, T, d_head). ggml's fused FLASH_ATTN_EXT, as llama.cpp runs it on the CPU: it reads the
-    keys and values where they are (no transposed copy of the values per step), query head h with key /
-    value head h // (heads / kv_heads); softmax and sums in float32, the mask cast to float16 (0 and
-    -inf are exact there). It has no backward pass: for inference graphs."""
+    (n, T, heads, d_head). ggml's fused FLASH_ATTN_EXT, as llama.cpp runs it on the CPU: it reads
+    queries, keys and values where they are (strided views, no copies), skips masked rows, and pairs
+    query head h with key / value head h // (heads / kv_heads); softmax and sums in float32, the mask
+    cast to float16 (0 and -inf are exact there). It has no backward pass: for inference graphs."""
     for name, t in (("q", q), ("k", k), ("v", v), ("mask", mask)):
         check_tensor(name, t)
-    n, heads, steps, d_head = q.shape
+    n, steps, heads, d_head = q.shape
     kv_heads, keys = k.shape[1], k.shape[2]
     if (k.shape != v.shape or k.shape[0] != n or k.shape[3] != d_head or heads % kv_heads
             or mask.shape != (1, 1, steps, keys)):
-        raise ValueError(f"cached_attention: q (n, heads, T, d_head), k and v (n, kv_heads, S, d_head), mask (1, 1, T, S) "
+        raise ValueError(f"cached_attention: q (n, T, heads, d_head), k and v (n, kv_heads, S, d_head), mask (1, 1, T, S) "
                          f"expected, got {q.shape}, {k.shape}, {v.shape}, {mask.shape}")
     ctx = graph_context(q, k, v, mask).ptr
+    heads_first = lib.ggml_permute(ctx, q.ptr, 0, 2, 1, 3)  # a view: ne (d_head, T, heads, n)
     mask16 = lib.ggml_cast(ctx, contiguous(mask).ptr, lib.GGML_TYPE_F16)
-    out = lib.ggml_flash_attn_ext(ctx, q.ptr, k.ptr, v.ptr, mask16, 1.0 / d_head ** 0.5, 0.0, 0.0)
+    out = lib.ggml_flash_attn_ext(ctx, heads_first, k.ptr, v.ptr, mask16, 1.0 / d_head ** 0.5, 0.0, 0.0)
     lib.ggml_flash_attn_ext_set_prec(out, lib.GGML_PREC_F32)
-    return permute(wrap(out, q, ndim=4), 0, 2, 1, 3)  # FLASH_ATTN_EXT gives (n, T, heads, d_head)
+    return wrap(out, q)  # FLASH_ATTN_EXT's result is ne (d_head, heads, T, n): (n, T, heads, d_head)
 
 
 PAD_SCORE = -1e9  # added to a padding key's score: exp underflows to 0 (-inf would give NaN in 0 * -inf)
