@@ -64,6 +64,9 @@ def test_cached_logits_equal_the_full_forward(lm, prompt_len):
 
 def test_models_that_cannot_decode_are_recognised():
     assert decoding_layers(pgo.models.gpt(V, 8, 16, 1, 2)) is not None
+    custom = pgo.Sequential([L.Embedding(V, 16), L.TransformerBlock(16, 2), L.GELU(), L.Linear(16, V)], input_shape=(8,))
+    assert [prefix for prefix, _ in decoding_layers(custom)] == ["1.attn."]  # any Sequential of such layers
+    np.testing.assert_array_equal(custom.generate([1, 2], 10, temperature=0), greedy_by_predict(custom, [1, 2], 10))
     masked = pgo.Sequential([L.Embedding(V, 16, mask_zero=True), L.TransformerBlock(16, 2), L.Linear(16, V)],
                             input_shape=(8,))
     assert decoding_layers(masked) is None  # a padding mask would hide cached steps of id 0

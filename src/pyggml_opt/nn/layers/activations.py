@@ -12,6 +12,7 @@ def _activation(name: str, fn: Callable[[Tensor], Tensor], doc: str) -> type[Lay
     class _Act(Layer):
         __doc__ = doc
         keeps_mask = True
+        decoding = "steps"
 
         def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
             return fn(x)
