@@ -84,7 +84,7 @@ def generate(model: Trainable, prompt_ids: ArrayLike | str, max_new_tokens: int,
     tokenizer: what ``encode`` / ``decode`` text (``data.CharTokenizer``, ``data.BPETokenizer``).
     stream: return an iterator instead, of each new id as it comes (an int; for a batch, an int32
        array (n,)), or with ``tokenizer`` of pieces of the new text (a stop string and what follows it
-       left out). The model is busy (no fit or save) until the iterator ends or is closed.
+       left out). Calls on the model from other threads wait until the iterator ends or is closed.
     Returns int32 ids of shape (L + new,) or (n, L + new), new = max_new_tokens unless a stop ended it.
     """
     check_trainable(model)
