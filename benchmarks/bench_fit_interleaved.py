@@ -18,6 +18,8 @@ the ratio  first process's time / second's  (>= 1: the second is at least as fas
     python benchmarks/bench_fit_interleaved.py                       # mnist-train vs fit, shuffle=10
     python benchmarks/bench_fit_interleaved.py --b "fit shuffle=1"   # fit with its default shuffle
     python benchmarks/bench_fit_interleaved.py --a cpp --b cpp       # a control: expect 1.00
+    python benchmarks/bench_fit_interleaved.py --a "fit shuffle=10" --b "fit shuffle=10" \
+        --a-src /old/checkout/src --b-src src                          # two versions of pyggml_opt
 
 Processes: "cpp" (ggml's mnist-train: mnist-fc, batch 1000, physical 500, 5 % validation, shuffled
 in runs of 10 samples: its dataset's ndata_shard) and "fit shuffle=K" (model.fit with the same
@@ -64,7 +66,8 @@ run_python(x, y, 30, int(sys.argv[2]), int(sys.argv[3]))  # mnist-train's 30 epo
 class Trainer:
     """One training process and the times of its optimizer steps, as (slice, time) pairs."""
 
-    def __init__(self, spec: str, tool: Path, idx: Path, data_dir: str | None, workdir: Path, n: int) -> None:
+    def __init__(self, spec: str, tool: Path, idx: Path, data_dir: str | None, workdir: Path, n: int,
+                 src: str | None = None) -> None:
         if spec == "cpp":
             args = cpp_args(tool, idx, workdir / f"cpp{n}.gguf")
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -75,7 +78,8 @@ class Trainer:
                 raise SystemExit(f"unknown process {spec!r}: 'cpp' or 'fit shuffle=K'")
             args = [sys.executable, "-c", FIT_CHILD, data_dir or "", str(cpp_threads()), m.group(1),
                     str(Path(__file__).resolve().parent)]
-            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE)
+            env = dict(os.environ, PYTHONPATH=src) if src else None
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, env=env)
             self.fd, self.pattern, self.per_batch = self.proc.stdout.fileno(), FIT_REPORT, 1
         self.spec, self.buf, self.steps = spec, bytearray(), []
 
@@ -119,6 +123,9 @@ def main(argv=None) -> float:
     ap.add_argument("--seconds", type=float, default=50, help="measuring time, both together (default 50; "
                     "mnist-train stops after 30 epochs, ~60 s of turns)")
     ap.add_argument("--data", default=None, help="Fashion-MNIST IDX folder (default: Debian's)")
+    ap.add_argument("--a-src", default=None, help="PYTHONPATH of a 'fit' first process: a pyggml_opt source "
+                    "tree (with its compiled parts) to compare with another version")
+    ap.add_argument("--b-src", default=None, help="PYTHONPATH of a 'fit' second process")
     ap.add_argument("--build-dir", default=None, help="folder holding bin/mnist-train (as bench_fit.py)")
     args = ap.parse_args(argv)
 
@@ -126,7 +133,8 @@ def main(argv=None) -> float:
     print(f"{args.a!r} vs {args.b!r}: {cpp_threads()} threads each, turns of {args.slice} s for {args.seconds} s; "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        trainers = [Trainer(spec, tool, idx, args.data, Path(tmp), i) for i, spec in enumerate((args.a, args.b))]
+        trainers = [Trainer(spec, tool, idx, args.data, Path(tmp), i, src)
+                    for i, (spec, src) in enumerate(((args.a, args.a_src), (args.b, args.b_src)))]
         try:
             # each alone until it trains (loading the data is not timed)
             trainers[1].signal(signal.SIGSTOP)
