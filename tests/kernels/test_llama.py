@@ -12,6 +12,7 @@ from pyggml_opt.data import CharTokenizer
 from pyggml_opt.models.llama_cpp import GPT2, LLAMA
 from support.llama_numpy import gpt2_logits, llama_logits
 from support import FAST, check_gradients
+from support.numerics import finite_differences
 
 TOK = CharTokenizer("abcdefghijklmnopqrstuvwxyz .,")
 V, T, D, H = TOK.vocab_size, 12, 16, 4
@@ -75,6 +76,40 @@ def test_gradients_match_finite_differences():
     check_gradients(loss, w0, got, names + ["tok.weight", "norm.weight", "head.weight"], eps=1e-6, tol=2e-6)
 
 
+def test_tied_embeddings_get_the_gradients_of_both_uses():
+    """tie_embeddings: tok.weight is the input table and the output matrix; one SGD step of lr 1 moves it
+    by the sum of both gradients, checked against central finite differences of a float64 forward
+    whose output layer reads token_embd (llama.cpp's fallback). Rows of ids in the input get both
+    contributions, the others the output layer's only."""
+    m = small_llama(kv=2, seed=4, tie_embeddings=True)
+    x = tokens(4, seed=2)
+    y = (x * 3 + 1) % V
+    w0 = {k: v.astype(np.float64) for k, v in m.get_weights().items()}
+    assert "head.weight" not in w0
+    m.fit(x, y, epochs=1, batch_size=4, shuffle=False, optimizer=pgo.SGD(lr=1.0), **FAST)
+    got = {k: w0[k] - v for k, v in m.get_weights().items()}
+
+    def loss(w):
+        z = numpy_logits(w, x, 2)
+        z = z - z.max(axis=-1, keepdims=True)
+        lsm = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+        return float(-np.take_along_axis(lsm, y[..., None], axis=-1).mean())
+
+    present, absent = int(x[0, 0]), int(np.setdiff1d(np.arange(V), x)[0])
+    entries = [(present, 0), (present, D - 1), (absent, 3)]
+    fd = finite_differences(loss, w0, "tok.weight", 1e-6, entries)
+    for idx in entries:
+        assert abs(got["tok.weight"][idx] - fd[idx]) <= 2e-6, (idx, got["tok.weight"][idx], fd[idx])
+    check_gradients(loss, w0, got, ["norm.weight", "blk1.ffn.w_down"], eps=1e-6, tol=2e-6)
+
+
+def test_tied_embeddings_start_with_logits_near_one():
+    # the shared table starts at N(0, 1 / dim): logits of RMS ~1 (N(0, 1) would give ~sqrt(dim) = 4 here)
+    m = small_llama(tie_embeddings=True)
+    assert abs(m.get_weights()["tok.weight"].std() * np.sqrt(D) - 1) < 0.15
+    assert 0.5 < np.sqrt((m.predict(tokens(), logits=True) ** 2).mean()) < 2
+
+
 def test_fit_learns_a_copy_task():
     # target at step t: the id at step t - 2 (the first two steps: their own id); attention must find
     # the step two back by its rotary position. Measured: final loss 0.04 from 3.4
@@ -117,6 +152,63 @@ def test_llama_cpp_keys_and_tensors(tmp_path):
         assert abs(f.get("llama.rope.freq_base") - 500.0) == 0 and f.get_array("tokenizer.ggml.tokens")[2] == "a"
         assert f.tensor("blk.1.attn_k.weight").shape == (8, D) and f.tensor("output.weight").shape == (V, D)
         assert len(f.tensor_names()) == 3 + 2 * 9
+
+
+@pytest.mark.parametrize("tokenizer", [None, TOK])
+def test_tied_llama_saves_one_table_and_loads_tied(tmp_path, tokenizer):
+    m = small_llama(kv=2, tie_embeddings=True)
+    untied = small_llama(kv=2)
+    assert m.count_params() == untied.count_params() - V * D and set(m.param_shapes) == set(untied.param_shapes) - {"head.weight"}
+    m.save(tmp_path / "m.gguf", tokenizer=tokenizer)
+    with pgo.core.GGUFFile.read(tmp_path / "m.gguf") as f:
+        names = f.tensor_names()
+    assert "output.weight" not in names and "head.weight" not in names
+    assert ("token_embd.weight" if tokenizer else "tok.weight") in names
+    back = pgo.load(tmp_path / "m.gguf")
+    assert back.tied == {"head.weight": "tok.weight"} and back.get_config() == m.get_config()
+    x = tokens()
+    np.testing.assert_array_equal(back.predict(x, logits=True), m.predict(x, logits=True))
+    np.testing.assert_allclose(m.predict(x, logits=True), numpy_logits(m.get_weights(), x, 2), rtol=0, atol=3e-6)
+    # the weights of a tied model lack those of an untied one
+    with pytest.raises(ValueError, match="has the parameters .*'head.weight'"):
+        untied.build_with_weights((T,), back.get_weights())
+
+
+def test_tied_gpt_saves_as_gpt2_without_an_output_tensor(tmp_path):
+    m = pgo.models.gpt(V, T, D, 2, H, head_bias=False, tie_embeddings=True)
+    m.build((T,), seed=2)
+    for tokenizer, arch in ((TOK, "gpt2"), (None, "pyggml-gpt")):
+        m.save(tmp_path / "g.gguf", tokenizer=tokenizer)
+        meta = pgo.saving.load_metadata(tmp_path / "g.gguf")
+        assert meta["general.architecture"] == arch
+        back = pgo.load(tmp_path / "g.gguf")
+        assert back.get_config() == m.get_config() and "head.weight" not in back.param_shapes
+    x = tokens()
+    keys = {"gpt2.attention.head_count": H, "gpt2.attention.layer_norm_epsilon": 1e-5, "gpt2.block_count": 2}
+    t = GPT2.to_file({k: v.astype(np.float64) for k, v in m.get_weights().items()})
+    assert "output.weight" not in t
+    np.testing.assert_allclose(m.predict(x, logits=True), np.stack([gpt2_logits(keys, t, ids) for ids in x]),
+                               rtol=0, atol=3e-6)
+
+
+def test_bad_ties_are_refused():
+    layers = lambda: [L.Embedding(V, D, name="tok"), L.Linear(D, V, bias=False, name="head")]  # noqa: E731
+    with pytest.raises(ValueError, match="one shape: 'head.weight' is \\(30, 8\\), 'tok.weight' \\(31, 16\\)"):
+        pgo.Sequential([L.Embedding(V, D, name="tok"), L.Linear(D, 8), L.Linear(8, 30, bias=False, name="head")],
+                       input_shape=(T,), tied={"head.weight": "tok.weight"})
+    with pytest.raises(ValueError, match="'head.bias' is none of the layers' parameters"):
+        pgo.Sequential(layers(), input_shape=(T,), tied={"head.bias": "tok.weight"})
+    with pytest.raises(ValueError, match="tied to another parameter"):
+        pgo.Sequential(layers(), tied={"head.weight": "head.weight"})
+    with pytest.raises(ValueError, match="not tied itself"):
+        pgo.Sequential(layers(), tied={"head.weight": "tok.weight", "tok.weight": "x.weight"})
+    with pytest.raises(TypeError, match="str -> str"):
+        pgo.Sequential(layers(), tied={"head.weight": 3})
+    # a tie no builder makes: not a llama for llama.cpp
+    odd = pgo.models.llama(V, T, D, 1, H)
+    odd = pgo.Sequential(odd.layers, input_shape=(T,), tied={"blk0.attn.wk": "blk0.attn.wv"})
+    with pytest.raises(ValueError, match="tied parameters .*blk0.attn.wk.* are not a llama's"):
+        odd.save("/nonexistent/x.gguf", tokenizer=TOK)
 
 
 def test_gpt_saves_as_gpt2_and_loads_as_the_same_model(tmp_path):

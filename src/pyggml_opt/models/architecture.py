@@ -14,9 +14,20 @@ Builder = Callable[..., Sequential]
 Guess = Callable[[Network], "dict[str, Any] | None"]  # hyperparameters read off a model's layers, unchecked
 
 
-def language_model(layers: list[Layer], context: int) -> Sequential:
-    """A Sequential of ``layers`` taking windows of ``context`` ids, trained with cross-entropy."""
-    model = Sequential(layers, input_shape=(context,))
+TIED = {"head.weight": "tok.weight"}  # a language model's output layer that uses the token embedding
+
+
+def token_embedding(vocab_size: int, dim: int, tie_embeddings: bool) -> Embedding:
+    """A language model's token embedding "tok"; when the output layer shares it, initialised with
+    standard deviation 1 / sqrt(dim), so that the first logits are about 1 in size (N(0, 1), an
+    embedding's default, made them sqrt(dim): a llama of width 64 started at a loss of 30 nats)."""
+    return Embedding(vocab_size, dim, name="tok", init_std=dim ** -0.5 if tie_embeddings else 1.0)
+
+
+def language_model(layers: list[Layer], context: int, tie_embeddings: bool = False) -> Sequential:
+    """A Sequential of ``layers`` taking windows of ``context`` ids, trained with cross-entropy; with
+    ``tie_embeddings`` its output layer "head" uses the token embedding "tok" as its weight."""
+    model = Sequential(layers, input_shape=(context,), tied=TIED if tie_embeddings else None)
     model.loss = LOSS
     return model
 
@@ -28,6 +39,13 @@ class Parts(NamedTuple):
     blocks: list[Any]  # of the builder's block type
     head: Layer        # the last layer
     context: int
+
+
+def ties_embeddings(model: Network) -> bool | None:
+    """Whether a language model's output layer uses its token embedding (True), has a weight of its own
+    (False), or some other parameters are tied (None: no builder's model)."""
+    tied = getattr(model, "tied", {})
+    return True if tied == TIED else False if not tied else None
 
 
 def blocks_of(model: Network, block: type[Layer]) -> Parts | None:
@@ -69,6 +87,8 @@ def first_difference(model: Network, guess: Guess, builder: Builder, what: str, 
         reference = builder(**h).layers if h is not None else []
     except ValueError as exc:
         return f"its hyperparameters do not make a {what} ({exc})"
+    if ties_embeddings(model) is None:
+        return f"its tied parameters {model.tied} are not a {what}'s (tie_embeddings ties {TIED})"
     for i, layer in enumerate(model.layers):
         if i >= len(reference) or serialize(layer) != serialize(reference[i]):
             want = f"{reference[i]!r} named {reference[i].name!r}" if i < len(reference) else "no layer"

@@ -11,11 +11,12 @@ their architectures, the hyperparameters under that prefix:
   pyggml-gpt.positions             str   "learned" (GPT-2's position table) or "rope"
   pyggml-gpt.dropout               float dropout rate of training (no effect on inference)
   pyggml-gpt.head_bias             bool  the output layer has a bias (absent in older files: true)
+  pyggml-gpt.tie_embeddings        bool  the output layer's weight is tok.weight (absent: false)
 
 Tensors are named as the model names its parameters: ``tok.weight`` (vocab_size, dim), ``pos.weight``
 (context_length, dim) for learned positions, ``blk<i>.ln1.weight`` / ``.bias``, ``blk<i>.attn.wq`` ...
 ``bo``, ``blk<i>.ln2.*``, ``blk<i>.fc1.*`` / ``fc2.*`` (the MLP), ``ln_f.*``, ``head.weight`` (vocab_size,
-dim) / ``head.bias``; numpy shapes, float32. Any Sequential with the same layers saves in this layout.
+dim) (none when tied) / ``head.bias``; numpy shapes, float32. Any Sequential with the same layers saves in this layout.
 A gpt without output bias also saves as llama.cpp's ``gpt2`` (``models/llama_cpp.py``).
 """
 from __future__ import annotations
@@ -26,9 +27,9 @@ from typing import Any
 from ..checks import check_choice, check_int, check_number
 from ..core import GGUFFile
 from ..nn import Network
-from ..nn.layers import Dropout, Embedding, Layer, LayerNorm, Linear, PositionalEmbedding, TransformerBlock
+from ..nn.layers import Dropout, Layer, LayerNorm, Linear, PositionalEmbedding, TransformerBlock
 from ..saving import FileFormat, register_format
-from .architecture import LOSS, blocks_of, hyperparameters_of, language_model
+from .architecture import LOSS, blocks_of, hyperparameters_of, language_model, ties_embeddings, token_embedding
 from .model import Sequential
 
 ARCHITECTURE = "pyggml-gpt"
@@ -36,14 +37,15 @@ POSITIONS = ("learned", "rope")
 
 
 def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dropout: float = 0.0,
-        positions: str = "learned", head_bias: bool = True) -> Sequential:
+        positions: str = "learned", head_bias: bool = True, tie_embeddings: bool = False) -> Sequential:
     """A GPT-2 style language model: (n, context) int32 token ids -> (n, context, vocab_size) logits.
 
     Token embedding, learnt positions (``positions="learned"``; or ``"rope"``: rotary embeddings in
     every attention layer instead), dropout, ``n_layers`` pre-norm TransformerBlocks (causal
-    attention with ``n_heads`` heads, GELU MLP of 4 x dim), a final LayerNorm and an untied output
-    layer (with a bias unless ``head_bias`` is False, as in GPT-2 itself: llama.cpp's ``gpt2``
-    architecture has none, so only such a gpt saves for llama.cpp). Train it with the cross-entropy
+    attention with ``n_heads`` heads, GELU MLP of 4 x dim), a final LayerNorm and an output layer (with
+    a bias unless ``head_bias`` is False, as in GPT-2 itself: llama.cpp's ``gpt2`` architecture has
+    none, so only such a gpt saves for llama.cpp) whose weight is the token embedding itself with
+    ``tie_embeddings`` (GPT-2's; one parameter ``tok.weight``), else one of its own. Train it with the cross-entropy
     loss (fit's default) on labels (n, context) (the next id of every step) and sample from it with
     ``model.generate``.
     """
@@ -52,14 +54,14 @@ def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dr
     dropout = check_number("dropout", dropout, 0.0, 1.0, hi_open=True)
     positions = check_choice("positions", positions, POSITIONS)
     rope = positions == "rope"
-    layers: list[Layer] = [Embedding(vocab_size, dim, name="tok")]
+    layers: list[Layer] = [token_embedding(vocab_size, dim, bool(tie_embeddings))]
     if not rope:
         layers.append(PositionalEmbedding(context, dim, name="pos"))
     if dropout:
         layers.append(Dropout(dropout, name="drop"))
     layers += [TransformerBlock(dim, n_heads, dropout=dropout, rope=rope, name=f"blk{i}") for i in range(n_layers)]
     layers += [LayerNorm(dim, name="ln_f"), Linear(dim, vocab_size, bias=bool(head_bias), name="head")]
-    return language_model(layers, context)
+    return language_model(layers, context, bool(tie_embeddings))
 
 
 def guess_hyperparameters(model: Network) -> dict[str, Any] | None:
@@ -72,7 +74,8 @@ def guess_hyperparameters(model: Network) -> dict[str, Any] | None:
     first = blocks[0]
     return {"vocab_size": embedding.num_embeddings, "context": context, "dim": first.dim,
             "n_layers": len(blocks), "n_heads": first.n_heads, "dropout": first.dropout,
-            "positions": "rope" if first.rope else "learned", "head_bias": not isinstance(head, Linear) or head.bias}
+            "positions": "rope" if first.rope else "learned", "head_bias": not isinstance(head, Linear) or head.bias,
+            "tie_embeddings": bool(ties_embeddings(model))}
 
 
 def hyperparameters(model: Network) -> dict[str, Any] | None:
@@ -87,7 +90,9 @@ def _metadata(model: Network) -> dict[str, object]:
     return {f"{p}.vocab_size": h["vocab_size"], f"{p}.context_length": h["context"],
             f"{p}.embedding_length": h["dim"], f"{p}.block_count": h["n_layers"],
             f"{p}.attention.head_count": h["n_heads"], f"{p}.positions": h["positions"],
-            f"{p}.dropout": float(h["dropout"]), f"{p}.head_bias": bool(h["head_bias"])}
+            f"{p}.dropout": float(h["dropout"]), f"{p}.head_bias": bool(h["head_bias"]),
+            # only when tied: untied files stay as earlier versions wrote them
+            **({f"{p}.tie_embeddings": True} if h["tie_embeddings"] else {})}
 
 
 MAX_CONTEXT = 1 << 20  # a file claiming more is corrupt: every graph of the model would be that long
@@ -105,6 +110,7 @@ def _build(f: GGUFFile) -> Network:
     if missing:
         raise ValueError(f"a {p} file needs the keys {missing}")
     h["head_bias"] = f.get(f"{p}.head_bias", True)
+    h["tie_embeddings"] = f.get(f"{p}.tie_embeddings", False)
     names = f.tensor_names()
     tables = {"tok.weight": (h["vocab_size"], h["dim"])}
     if h["positions"] == "learned":

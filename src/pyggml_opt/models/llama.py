@@ -7,8 +7,8 @@ from typing import Any
 
 from ..checks import check_int, check_number
 from ..nn import Network
-from ..nn.layers import Embedding, Linear, LlamaBlock, RMSNorm
-from .architecture import blocks_of, hyperparameters_of, language_model
+from ..nn.layers import Linear, LlamaBlock, RMSNorm
+from .architecture import blocks_of, hyperparameters_of, language_model, ties_embeddings, token_embedding
 from .model import Sequential
 
 FFN_MULTIPLE = 32  # the default ffn_dim is rounded up to a multiple of this (Llama rounds to 256)
@@ -21,15 +21,17 @@ def default_ffn_dim(dim: int) -> int:
 
 
 def llama(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, n_kv_heads: int | None = None,
-          ffn_dim: int | None = None, rope_theta: float = 10000.0, norm_eps: float = 1e-5) -> Sequential:
+          ffn_dim: int | None = None, rope_theta: float = 10000.0, norm_eps: float = 1e-5,
+          tie_embeddings: bool = False) -> Sequential:
     """A Llama language model: (n, context) int32 token ids -> (n, context, vocab_size) logits.
 
     Token embedding ``tok``, ``n_layers`` ``LlamaBlock`` s ``blk<i>`` (RMSNorm, causal grouped-query
     attention with ``n_heads`` query heads and ``n_kv_heads`` key / value heads (default n_heads),
     rotary positions as llama.cpp computes them for its ``llama`` architecture (adjacent feature pairs,
     base ``rope_theta``), RMSNorm, SwiGLU MLP of ``ffn_dim`` units (default ``default_ffn_dim(dim)``);
-    no biases), a final RMSNorm ``norm`` and an untied output layer ``head`` without bias; every RMSNorm
-    uses ``norm_eps``. Train it with the cross-entropy loss (fit's default) on the next id of every step, sample with
+    no biases), a final RMSNorm ``norm`` and an output layer ``head`` without bias; every RMSNorm uses
+    ``norm_eps``. With ``tie_embeddings`` the output layer's weight is the token embedding itself (one
+    parameter ``tok.weight``, vocab_size * dim fewer; llama.cpp's files then have no ``output.weight``). Train it with the cross-entropy loss (fit's default) on the next id of every step, sample with
     ``model.generate``, and save it for llama.cpp with ``model.save(path, tokenizer=tok)``.
     """
     vocab_size, context = check_int("vocab_size", vocab_size), check_int("context", context)
@@ -37,10 +39,10 @@ def llama(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, 
     ffn_dim = default_ffn_dim(dim) if ffn_dim is None else check_int("ffn_dim", ffn_dim)
     rope_theta = check_number("rope_theta", rope_theta, 1.0, math.inf, lo_open=True)
     norm_eps = check_number("norm_eps", norm_eps, 0.0, 1.0, lo_open=True)
-    layers = [Embedding(vocab_size, dim, name="tok"),
+    layers = [token_embedding(vocab_size, dim, bool(tie_embeddings)),
               *(LlamaBlock(dim, n_heads, n_kv_heads, ffn_dim, rope_theta, norm_eps, name=f"blk{i}") for i in range(n_layers)),
               RMSNorm(dim, norm_eps, name="norm"), Linear(dim, vocab_size, bias=False, name="head")]
-    return language_model(layers, context)
+    return language_model(layers, context, bool(tie_embeddings))
 
 
 def guess_hyperparameters(model: Network) -> dict[str, Any] | None:
@@ -53,7 +55,7 @@ def guess_hyperparameters(model: Network) -> dict[str, Any] | None:
     b = blocks[0]
     return {"vocab_size": embedding.num_embeddings, "context": context, "dim": b.dim,
             "n_layers": len(blocks), "n_heads": b.n_heads, "n_kv_heads": b.n_kv_heads, "ffn_dim": b.ffn_dim,
-            "rope_theta": b.rope_theta, "norm_eps": b.eps}
+            "rope_theta": b.rope_theta, "norm_eps": b.eps, "tie_embeddings": bool(ties_embeddings(model))}
 
 
 def hyperparameters(model: Network) -> dict[str, Any] | None:

@@ -14,7 +14,8 @@ expects:
   another type). ``pyggml_opt.hyperparameters`` (JSON) keeps the builder's exact arguments (float64
   values, the dropout rate) for ``load``.
 - tensors by llama.cpp's names, numpy shapes (out, in) as pyggml_opt's Linear weights: ``token_embd``,
-  ``output_norm``, ``output`` and per block ``blk.<i>.attn_norm``, ``attn_output``, ``ffn_norm``,
+  ``output_norm``, ``output`` (absent for a model built with ``tie_embeddings=True``: both architectures'
+  loaders then use ``token_embd`` as the output matrix) and per block ``blk.<i>.attn_norm``, ``attn_output``, ``ffn_norm``,
   ``ffn_up``, ``ffn_down``; gpt2: ``position_embd`` and the fused ``attn_qkv`` (wq, wk, wv stacked by
   rows, biases likewise); llama: ``attn_q``, ``attn_k``, ``attn_v``, ``ffn_gate``. llama.cpp's ``llama``
   rotates adjacent feature pairs (rope type NORM), as ``GroupedQueryAttention`` does, so no weight
@@ -153,7 +154,7 @@ def _gpt2_build(f: GGUFFile) -> Network:
         raise ValueError(f"a gpt2 file with feed_forward_length {h['ffn']} and layer_norm_epsilon {h['eps']}: pyggml_opt's "
                          f"gpt has 4 * embedding_length ({4 * h['dim']}) and {GPT2_EPS}")
     args = {"vocab_size": h["vocab_size"], "context": h["context"], "dim": h["dim"], "n_layers": h["n_layers"],
-            "n_heads": h["n_heads"], "positions": "learned", "head_bias": False}
+            "n_heads": h["n_heads"], "positions": "learned", "head_bias": False, "tie_embeddings": h["tie_embeddings"]}
     return _model(f, args, gpt, GPT2)
 
 
@@ -179,7 +180,7 @@ def _llama_build(f: GGUFFile) -> Network:
                    if f.get(k) not in (None, 0, "none", "linear")]
     if unsupported or (rot is not None and rot * h["n_heads"] != h["dim"]):
         raise ValueError(f"this llama file uses what pyggml_opt's llama lacks: {unsupported or 'a rotary dimension'}")
-    args = {k: h[k] for k in ("vocab_size", "context", "dim", "n_layers", "n_heads", "ffn_dim", "norm_eps")}
+    args = {k: h[k] for k in ("vocab_size", "context", "dim", "n_layers", "n_heads", "ffn_dim", "norm_eps", "tie_embeddings")}
     args["n_kv_heads"] = h["n_heads"] if n_kv is None else n_kv
     args["rope_theta"] = 10000.0 if theta is None else theta
     return _model(f, args, llama, LLAMA)
@@ -188,8 +189,10 @@ def _llama_build(f: GGUFFile) -> Network:
 # ---- shared -------------------------------------------------------------------------------------------
 
 def _read_keys(f: GGUFFile, arch: str, ints: dict[str, str], floats: dict[str, str]) -> dict[str, Any]:
-    """The hyperparameters under ``arch``'s keys (ValueError naming the missing or mistyped ones), and
-    the vocabulary size (``<arch>.vocab_size``, else the tokenizer's number of tokens)."""
+    """The hyperparameters under ``arch``'s keys (ValueError naming the missing or mistyped ones), the
+    vocabulary size (``<arch>.vocab_size``, else the tokenizer's number of tokens), and whether the
+    output layer uses the token embedding (no ``output.weight``: llama.cpp's loader takes
+    ``token_embd.weight`` then)."""
     h: dict[str, Any] = {}
     for arg, key in {**ints, **floats}.items():
         value = f.get(f"{arch}.{key}")
@@ -201,6 +204,7 @@ def _read_keys(f: GGUFFile, arch: str, ints: dict[str, str], floats: dict[str, s
     if not isinstance(vocab, int):
         raise ValueError(f"a {arch} file needs {arch}.vocab_size or a tokenizer.ggml.tokens array")
     h["vocab_size"] = vocab
+    h["tie_embeddings"] = "output.weight" not in f.tensor_names()
     if h["context"] > MAX_CONTEXT:
         raise ValueError(f"corrupt {arch} file: context_length {h['context']}")
     return h

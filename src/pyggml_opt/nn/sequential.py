@@ -2,7 +2,7 @@
 training API)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -35,9 +35,15 @@ def application_order(layers: Sequence[Layer]) -> list[int]:
 class SequentialNetwork(Network):
     """Layers applied in order. Parameter names are ``<layer name>.<param>`` where a layer's name is
     its ``name`` argument or its index in the list (as in PyTorch: "0.weight", "2.bias"); the layers'
-    buffers are named the same way ("1.running_mean")."""
+    buffers are named the same way ("1.running_mean").
 
-    def __init__(self, layers: Sequence[Layer], input_shape: Sequence[int] | None = None) -> None:
+    ``tied`` shares parameters between layers (weight tying): ``{"head.weight": "tok.weight"}`` makes
+    layer "head" use "tok"'s weight as its own (same shape required). The network then has one parameter
+    "tok.weight", trained with the gradients of both uses summed; "head.weight" is no parameter of its
+    own (not counted, saved or initialised)."""
+
+    def __init__(self, layers: Sequence[Layer], input_shape: Sequence[int] | None = None,
+                 tied: Mapping[str, str] | None = None) -> None:
         super().__init__()
         if not isinstance(layers, (list, tuple)) or not layers:
             raise ValueError("Sequential needs a non-empty list of layers")
@@ -51,6 +57,7 @@ class SequentialNetwork(Network):
         if len(set(names)) != len(names):
             raise ValueError(f"layer names must be unique, got {names}")
         self.layers, self.layer_names = list(layers), names
+        self.tied = _checked_ties(tied)
         if input_shape is not None:
             self.build(input_shape)
 
@@ -71,6 +78,14 @@ class SequentialNetwork(Network):
         whole = combined(parts, tuple(shape))
         # each layer's parameters then its buffers (the order of the parameter buffer and of saved files)
         tensors = {k: v for prefix, s in parts for k, v in prefixed(prefix, s.tensors).items()}
+        for alias, target in self.tied.items():
+            if alias not in whole.params or target not in whole.params:
+                missing = alias if alias not in whole.params else target
+                raise ValueError(f"tied parameter {missing!r} is none of the layers' parameters {list(whole.params)}")
+            if tensors[alias] != tensors[target]:
+                raise ValueError(f"tied parameters must have one shape: {alias!r} is {tensors[alias]}, "
+                                 f"{target!r} {tensors[target]}")
+            del tensors[alias]
         return NetworkShapes(whole.output, tensors, frozenset(whole.buffers), dict(whole.step_inputs))
 
     def _owner(self, name: str) -> tuple[Layer, str]:
@@ -93,6 +108,7 @@ class SequentialNetwork(Network):
         """The layers in order (in the training graph when ``updates`` collects buffer updates), with
         the padding mask of the first layer carried as far as the layers keep the steps axis."""
         padding = self.layers[0].input_mask(x)
+        params = {**params, **{alias: params[target] for alias, target in self.tied.items()}}
         for i in application_order(self.layers):
             name, layer = self.layer_names[i], self.layers[i]
             own = own_tensors(layer, f"{name}.", params, padding)
@@ -112,17 +128,37 @@ class SequentialNetwork(Network):
         for name, layer in zip(self.layer_names, self.layers):
             inferred = layer.infer(shape)
             shape = inferred.output
-            rows.append((f"{name} ({type(layer).__name__})", (None, *shape), list(prefixed(f"{name}.", inferred.tensors))))
+            names = [n for n in prefixed(f"{name}.", inferred.tensors) if n not in self.tied]
+            uses = "".join(f"; {n} is {self.tied[n]}" for n in prefixed(f"{name}.", inferred.tensors) if n in self.tied)
+            rows.append((f"{name} ({type(layer).__name__}{uses})", (None, *shape), names))
         return rows
 
     def get_config(self) -> dict:
-        return {"layers": [serialize(layer) for layer in self.layers]}
+        config: dict = {"layers": [serialize(layer) for layer in self.layers]}
+        if self.tied:  # absent when nothing is tied: the configurations of earlier versions
+            config["tied"] = dict(self.tied)
+        return config
 
     @classmethod
     def from_config(cls, config: dict) -> "SequentialNetwork":
         if not isinstance(config, dict) or not isinstance(config.get("layers"), list):
             raise ValueError("a Sequential configuration needs a list of layers")
-        return cls([deserialize(spec, Layer) for spec in config["layers"]])
+        return cls([deserialize(spec, Layer) for spec in config["layers"]], tied=config.get("tied"))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}([" + ", ".join(map(repr, self.layers)) + "])"
+        tied = f", tied={self.tied!r}" if self.tied else ""
+        return f"{type(self).__name__}([" + ", ".join(map(repr, self.layers)) + f"]{tied})"
+
+
+def _checked_ties(tied: Mapping[str, str] | None) -> dict[str, str]:
+    """``tied`` as a dict parameter name -> the parameter it uses; TypeError / ValueError for anything
+    but str -> str, a parameter tied to itself, or chains (a target that is tied itself)."""
+    if tied is None:
+        return {}
+    if not isinstance(tied, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tied.items()):
+        raise TypeError(f"tied must be a dict parameter name -> parameter name (str -> str), got {tied!r}")
+    for alias, target in tied.items():
+        if alias == target or target in tied:
+            raise ValueError(f"tied: {alias!r} -> {target!r}: a parameter must be tied to another parameter, one "
+                             "that is not tied itself")
+    return dict(tied)

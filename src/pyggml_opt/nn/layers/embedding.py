@@ -1,9 +1,11 @@
 """Embeddings: token ids to vectors, and learnt positions added to a sequence."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ...checks import check_int
+from ...checks import check_int, check_number
 from .. import ops as F
 from ..ops import Tensor
 from .base import Layer, LayerShapes
@@ -11,7 +13,9 @@ from .base import Layer, LayerShapes
 
 class Embedding(Layer):
     """Token ids (T,) -> their vectors (T, embedding_dim): row ``id`` of ``weight`` (num_embeddings,
-    embedding_dim), initialised N(0, 1) as in PyTorch. Takes int arrays of ids in [0, num_embeddings);
+    embedding_dim), initialised N(0, init_std^2) (PyTorch's N(0, 1) by default; a table that is also an
+    output layer's weight wants about 1 / sqrt(embedding_dim), so that logits start near 1 in size).
+    Takes int arrays of ids in [0, num_embeddings);
     it must be a model's first layer. ``mask_zero`` (Keras's): id 0 is padding; the layers after it
     that keep the steps axis pass the padding mask on, and ``MultiHeadAttention`` (no step attends to
     padding), ``TransformerBlock`` and ``GlobalAveragePooling1D`` (the mean over the tokens only) use it."""
@@ -19,11 +23,13 @@ class Embedding(Layer):
     input_dtype = "int32"
     keeps_mask = True
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, mask_zero: bool = False, name: str | None = None) -> None:
+    def __init__(self, num_embeddings: int, embedding_dim: int, mask_zero: bool = False, name: str | None = None,
+                 init_std: float = 1.0) -> None:
         super().__init__(name)
         self.num_embeddings = check_int("num_embeddings", num_embeddings)
         self.embedding_dim = check_int("embedding_dim", embedding_dim)
         self.mask_zero = bool(mask_zero)
+        self.init_std = check_number("init_std", init_std, 0.0, math.inf, lo_open=True, hi_open=True)
 
     def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 1:
@@ -31,7 +37,7 @@ class Embedding(Layer):
         return LayerShapes((input_shape[0], self.embedding_dim), {"weight": (self.num_embeddings, self.embedding_dim)})
 
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        return rng.standard_normal(shape).astype(np.float32)
+        return (self.init_std * rng.standard_normal(shape)).astype(np.float32)
 
     def check_input(self, x: np.ndarray) -> None:
         lo, hi = int(x.min()), int(x.max())
@@ -50,8 +56,11 @@ class Embedding(Layer):
         return F.embedding(x, params["weight"])
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim,
-                "mask_zero": self.mask_zero}
+        config = {**super().get_config(), "num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim,
+                  "mask_zero": self.mask_zero}
+        if self.init_std != 1.0:  # absent at the default: the configurations (and files) of earlier versions
+            config["init_std"] = self.init_std
+        return config
 
 
 class PositionalEmbedding(Layer):
