@@ -10,7 +10,7 @@ from .._lib import CData, c_str, ffi, lib
 from ..atomic import atomic_file
 from .context import Context
 from .handle import Handle
-from .tensor_data import MAX_NAME, NP_TYPES, QUANTIZED_TYPES, ne_of, quantize, shape_of
+from .tensor_data import MAX_NAME, NP_TYPES, QUANTIZED_NAMES, Quantized, Weight, ne_of, shape_of
 
 _GETTERS = {
     lib.GGUF_TYPE_UINT8: "u8", lib.GGUF_TYPE_INT8: "i8", lib.GGUF_TYPE_UINT16: "u16",
@@ -170,27 +170,46 @@ class GGUFFile(Handle):
         return [c_str(lib.gguf_get_tensor_name(self.ptr, i)) for i in range(lib.gguf_get_n_tensors(self.ptr))]
 
     def tensor(self, name: str, ndim: int | None = None) -> np.ndarray:
-        """A copy of tensor ``name`` as numpy (numpy-order shape, ``ndim`` dims if given)."""
+        """A copy of tensor ``name`` as numpy (numpy-order shape, ``ndim`` dims if given); ValueError
+        for a quantized one (``weight`` reads those)."""
+        t, path, offset = self._find(name)
+        if t.type not in NP_TYPES:
+            raise ValueError(f"tensor {name!r} has type {c_str(lib.ggml_type_name(t.type))}; only "
+                             "unquantized types are supported")
+        dtype = np.dtype(NP_TYPES[t.type])
+        count = lib.ggml_nelements(t)
+        arr = np.fromfile(path, dtype=dtype.newbyteorder("<"), count=count, offset=offset)
+        if arr.size != count:
+            raise ValueError(f"tensor {name!r} is truncated in the file")
+        return arr.astype(dtype, copy=False).reshape(shape_of(t, ndim))
+
+    def weight(self, name: str, ndim: int | None = None) -> Weight:
+        """Tensor ``name`` as a model weight: a numpy copy (``tensor``), or its bytes as a ``Quantized``
+        for the quantized types pyggml_opt computes with (Q8_0, Q4_0); ValueError for other types."""
+        t, path, offset = self._find(name)
+        if t.type not in QUANTIZED_NAMES:
+            return self.tensor(name, ndim)
+        shape = shape_of(t, ndim)
+        size = int(lib.ggml_nbytes(t))
+        data = np.fromfile(path, dtype=np.uint8, count=size, offset=offset)
+        if data.size != size:
+            raise ValueError(f"tensor {name!r} is truncated in the file")
+        return Quantized(QUANTIZED_NAMES[t.type], shape, data.reshape(*shape[:-1], -1))
+
+    def _find(self, name: str) -> tuple[CData, str, int]:
+        """Tensor ``name``'s header, the file and the offset of its data there."""
         if self._path is None:
             raise ValueError("tensors can be read only from a file opened with GGUFFile.read")
         tid = lib.gguf_find_tensor(self.ptr, name.encode())
         t = lib.ggml_get_tensor(self._tensor_ctx, name.encode())
         if tid < 0 or t == ffi.NULL:
             raise KeyError(f"no tensor {name!r} in the GGUF file")
-        if t.type not in NP_TYPES:
-            raise ValueError(f"tensor {name!r} has type {c_str(lib.ggml_type_name(t.type))}; only "
-                             "unquantized types are supported")
-        dtype = np.dtype(NP_TYPES[t.type])
-        offset = lib.gguf_get_data_offset(self.ptr) + lib.gguf_get_tensor_offset(self.ptr, tid)
-        count = lib.ggml_nelements(t)
-        arr = np.fromfile(self._path, dtype=dtype.newbyteorder("<"), count=count, offset=offset)
-        if arr.size != count:
-            raise ValueError(f"tensor {name!r} is truncated in the file")
-        return arr.astype(dtype, copy=False).reshape(shape_of(t, ndim))
+        return t, self._path, lib.gguf_get_data_offset(self.ptr) + lib.gguf_get_tensor_offset(self.ptr, tid)
 
-    def add_tensor(self, name: str, value: np.ndarray, type_name: str = "f32") -> None:
+    def add_tensor(self, name: str, value: Weight, type_name: str = "f32") -> None:
         """Add a tensor (numpy-order shape, at most 4 dims) to be written, as float32 or quantized
-        (``type_name`` "q8_0" / "q4_0": ``tensor_data.quantize``, rows of a multiple of 32 values).
+        (``type_name`` "q8_0" / "q4_0": ``tensor_data.quantize``, rows of a multiple of 32 values); a
+        ``Quantized`` value is written as it is, whatever ``type_name`` says.
         ValueError for a name ggml cannot store (64 bytes or more) or one already added (gguf aborts on
         both)."""
         key = name.encode()
@@ -198,11 +217,13 @@ class GGUFFile(Handle):
             raise ValueError(f"GGUF tensor name {name!r} is too long (at most {MAX_NAME - 1} bytes)")
         if lib.gguf_find_tensor(self.ptr, key) >= 0:
             raise ValueError(f"the GGUF file already has a tensor {name!r}")
-        arr = np.ascontiguousarray(value, dtype=np.float32)
-        kind = lib.GGML_TYPE_F32 if type_name == "f32" else QUANTIZED_TYPES.get(type_name, -1)
-        shape = arr.shape
-        if type_name != "f32":
-            arr = quantize(arr, type_name)  # the file's bytes; ValueError for an unknown type or row length
+        if isinstance(value, np.ndarray) and type_name != "f32":
+            value = Quantized.of(value, type_name)  # ValueError for an unknown type or row length
+        if isinstance(value, Quantized):
+            arr, kind, shape = np.ascontiguousarray(value.data), value.ggml_type, value.shape
+        else:
+            arr = np.ascontiguousarray(value, dtype=np.float32)
+            kind, shape = lib.GGML_TYPE_F32, arr.shape
         ctx = Context(1)  # one per tensor: gguf keeps a copy of the tensor's header, its data stays in `arr`
         t = lib.ggml_new_tensor(ctx.ptr, kind, lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne_of(shape)))
         lib.ggml_set_name(t, key)

@@ -6,6 +6,8 @@ slowest-first. A ggml tensor with ``ne = [784, 500, 1, 1]`` is a numpy array of 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Union
 
 import numpy as np
 
@@ -25,6 +27,87 @@ NP_TYPES: dict[int, type[np.generic]] = {
 
 
 QUANTIZED_TYPES = {"q8_0": lib.GGML_TYPE_Q8_0, "q4_0": lib.GGML_TYPE_Q4_0}  # what a file's weights may be stored as
+QUANTIZED_NAMES = {kind: name for name, kind in QUANTIZED_TYPES.items()}
+
+
+@dataclass(frozen=True, eq=False)
+class Quantized:
+    """A tensor's values in a ggml quantized type (``type_name``: "q8_0" / "q4_0"), as ggml stores them:
+    ``data`` (uint8, shape ``shape[:-1] + (bytes per row,)``) holds each row of the last axis of the
+    logical ``shape`` as the type's blocks. Rows are independent: cutting and stacking them along the
+    first axis (``split_rows`` / ``stack_rows``) cuts and stacks the bytes."""
+
+    type_name: str
+    shape: tuple[int, ...]
+    data: np.ndarray
+
+    def __post_init__(self) -> None:
+        kind = QUANTIZED_TYPES.get(self.type_name)
+        if kind is None:
+            raise ValueError(f"type_name must be one of {sorted(QUANTIZED_TYPES)}, got {self.type_name!r}")
+        if not self.shape or self.shape[-1] % lib.ggml_blck_size(kind):
+            raise ValueError(f"{self.type_name} stores rows of a multiple of {lib.ggml_blck_size(kind)} values, "
+                             f"got shape {self.shape}")
+        want = (*self.shape[:-1], int(lib.ggml_row_size(kind, self.shape[-1])))
+        if self.data.dtype != np.uint8 or self.data.shape != want:
+            raise ValueError(f"{self.type_name} data of shape {self.shape} is uint8 {want}, got {self.data.dtype} "
+                             f"{self.data.shape}")
+
+    @classmethod
+    def of(cls, values: np.ndarray, type_name: str) -> "Quantized":
+        """float32 ``values`` quantized to ``type_name`` (``quantize``)."""
+        values = np.asarray(values, np.float32)
+        data = quantize(values, type_name)
+        return cls(type_name, values.shape, data.reshape(*values.shape[:-1], -1))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def ggml_type(self) -> int:
+        return QUANTIZED_TYPES[self.type_name]
+
+    def dequantize(self) -> np.ndarray:
+        """The values as float32 (ggml's own conversion: what its kernels compute with)."""
+        out = np.empty(self.shape, np.float32)
+        src = np.ascontiguousarray(self.data)
+        lib.ggml_get_type_traits(self.ggml_type).to_float(ffi.from_buffer(src), ffi.from_buffer("float[]", out), out.size)
+        return out
+
+    def copy(self) -> "Quantized":
+        return Quantized(self.type_name, self.shape, self.data.copy())
+
+
+Weight = Union[np.ndarray, Quantized]  # a parameter's value: float32, or kept quantized (frozen)
+
+
+def stack_rows(parts: list[Weight]) -> Weight:
+    """Arrays, or quantized tensors of one type, stacked along their first axis (np.concatenate)."""
+    arrays = [p for p in parts if isinstance(p, np.ndarray)]
+    if len(arrays) == len(parts):
+        return np.concatenate(arrays)
+    quantized = [p for p in parts if isinstance(p, Quantized)]
+    kinds = {p.type_name for p in quantized}
+    if arrays or len(kinds) != 1:
+        stored = sorted(kinds) + (["f32"] if arrays else [])
+        raise ValueError(f"tensors stored as {stored} cannot be stacked into one")
+    data = np.concatenate([p.data for p in quantized])
+    return Quantized(kinds.pop(), (data.shape[0], *parts[0].shape[1:]), data)
+
+
+def split_rows(whole: Weight, cuts: list[int]) -> list[Weight]:
+    """``whole`` cut along its first axis before the row numbers ``cuts`` (np.split)."""
+    if isinstance(whole, np.ndarray):
+        return list(np.split(whole, cuts))
+    return [Quantized(whole.type_name, (d.shape[0], *whole.shape[1:]), d) for d in np.split(whole.data, cuts)]
+
+
+def nbytes(shape: tuple[int, ...], type_name: str = "f32") -> int:
+    """The bytes of a tensor of ``shape`` stored as float32 ("f32") or as a quantized type."""
+    if type_name == "f32":
+        return 4 * math.prod(shape)
+    return math.prod(shape[:-1]) * int(lib.ggml_row_size(QUANTIZED_TYPES[type_name], shape[-1]))
 
 
 def quantize(values: np.ndarray, type_name: str) -> np.ndarray:
@@ -98,6 +181,28 @@ def set(t: CData, value: np.ndarray) -> None:  # noqa: A001 - mirrors ggml_backe
         raise ValueError(f"an array of shape {arr.shape} ({arr.size} values) does not fill a tensor of shape "
                          f"{shape_of(t)} ({lib.ggml_nelements(t)} values)")
     lib.ggml_backend_tensor_set(t, ffi.from_buffer(arr), 0, arr.nbytes)
+
+
+def get_quantized(t: CData, ndim: int | None = None) -> Quantized:
+    """A copy of quantized tensor ``t``'s data (from any backend)."""
+    _check_allocated(t)
+    if t.type not in QUANTIZED_NAMES or not lib.ggml_is_contiguous(t):
+        raise ValueError(f"tensor {ffi.string(t.name).decode()!r} is not a contiguous tensor of a quantized type")
+    shape = shape_of(t, ndim)
+    data = np.empty((*shape[:-1], int(lib.ggml_row_size(t.type, shape[-1]))), np.uint8)
+    lib.ggml_backend_tensor_get(t, ffi.from_buffer(data), 0, data.nbytes)
+    return Quantized(QUANTIZED_NAMES[t.type], shape, data)
+
+
+def set_quantized(t: CData, value: Quantized) -> None:
+    """Copy ``value`` into the whole of tensor ``t``, which has its type and element count."""
+    _check_allocated(t)
+    if t.type != value.ggml_type or math.prod(value.shape) != lib.ggml_nelements(t):
+        raise ValueError(f"{value.type_name} values of shape {value.shape} do not fill tensor "
+                         f"{ffi.string(t.name).decode()!r} of type {ffi.string(lib.ggml_type_name(t.type)).decode()} "
+                         f"and shape {shape_of(t)}")
+    data = np.ascontiguousarray(value.data)
+    lib.ggml_backend_tensor_set(t, ffi.from_buffer(data), 0, data.nbytes)
 
 
 def location(t: CData) -> tuple[int, int]:

@@ -115,7 +115,7 @@ def _build(f: GGUFFile) -> Network:
     tables = {"tok.weight": (h["vocab_size"], h["dim"])}
     if h["positions"] == "learned":
         tables["pos.weight"] = (h["context"], h["dim"])
-    found = {name: f.tensor(name, 2).shape for name in tables if name in names}
+    found = {name: f.weight(name, 2).shape for name in tables if name in names}
     blocks = sum(1 for name in names if re.fullmatch(r"blk\d+\.ln1\.weight", name))
     if found != tables or blocks != h["n_layers"] or not isinstance(h["context"], int) or h["context"] > MAX_CONTEXT:
         raise ValueError(f"corrupt {p} file: its hyperparameters {h} disagree with its tensors "

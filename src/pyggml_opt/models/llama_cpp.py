@@ -32,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core import GGUFFile
+from ..core.tensor_data import Weight, split_rows, stack_rows
 from ..nn import Network
 from ..nn.layers import Dropout, Embedding, LayerNorm, Linear, LlamaBlock, PositionalEmbedding, RMSNorm, TransformerBlock
 from ..saving import FileFormat, register_format
@@ -46,7 +47,7 @@ from .architecture import LOSS, first_difference
 LAYOUT = "llama.cpp"
 OWN_HYPERPARAMETERS = "pyggml_opt.hyperparameters"
 BLOCK = re.compile(r"blk(\d+)\.(.+)")
-Reader = Callable[[str, int], np.ndarray]
+Reader = Callable[[str, int], Weight]
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,8 @@ class TensorMap:
     block: dict[str, str]
     fused: dict[str, tuple[str, ...]]
 
-    def to_file(self, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
+    def to_file(self, weights: dict[str, Weight]) -> dict[str, Weight]:
+        out: dict[str, Weight] = {}
         for name, value in weights.items():
             m = BLOCK.fullmatch(name)
             if m is None:
@@ -71,11 +72,11 @@ class TensorMap:
                 out[f"blk.{i}.{self.block[own]}"] = value
             for file_name, parts in self.fused.items():
                 if own == parts[0]:
-                    out[f"blk.{i}.{file_name}"] = np.concatenate([weights[f"blk{i}.{p}"] for p in parts])
+                    out[f"blk.{i}.{file_name}"] = stack_rows([weights[f"blk{i}.{p}"] for p in parts])
         return out
 
-    def from_file(self, read: Reader, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
+    def from_file(self, read: Reader, shapes: dict[str, tuple[int, ...]]) -> dict[str, Weight]:
+        out: dict[str, Weight] = {}
         for name, shape in shapes.items():
             m = BLOCK.fullmatch(name)
             if m is None:
@@ -90,12 +91,13 @@ class TensorMap:
             cuts = np.cumsum([shapes[f"blk{i}.{p}"][0] for p in parts])
             if whole.shape[0] != cuts[-1]:
                 raise ValueError(f"tensor blk.{i}.{file_name} has {whole.shape[0]} rows, the model needs {cuts[-1]}")
-            out[name] = np.split(whole, cuts[:-1])[parts.index(own)]
+            out[name] = split_rows(whole, [int(c) for c in cuts[:-1]])[parts.index(own)]
         return out
 
     def file_names(self, model_names: list[str]) -> set[str]:
         """The file's tensor names for a model with these parameter names."""
-        return set(self.to_file({n: np.zeros((1, 1), np.float32) for n in model_names}))
+        zeros: dict[str, Weight] = {n: np.zeros((1, 1), np.float32) for n in model_names}
+        return set(self.to_file(zeros))
 
 
 GPT2 = TensorMap(

@@ -2,7 +2,9 @@
 
 A network is built for an input shape (batch axis excluded): its parameters get names, shapes and
 initial values drawn from ``seed``. Weights live in numpy until the network is first run, then in a
-backend buffer (``ParamStore``); ``get_weights`` / ``set_weights`` move them as dicts of arrays.
+backend buffer (``ParamStore``); ``get_weights`` / ``set_weights`` move them as dicts of arrays. A
+parameter may be kept in a ggml quantized type (a ``core.tensor_data.Quantized`` value: a model read
+from a Q8_0 / Q4_0 file): it is frozen (no gradient, no optimizer step) and never dequantized.
 ``close()`` frees that buffer, and so does dropping the network. Copies (``copy.copy``,
 ``copy.deepcopy``, ``clone``, pickle) are independent: same architecture, weights and loss, no
 native state shared; a subclass adds what its copies keep (``_copied_state``: training's, in
@@ -12,12 +14,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence, TypeVar, Union, cast
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union, cast
 
 import numpy as np
 
 from ..checks import check_int
 from ..core import Backend
+from ..core.tensor_data import Quantized, Weight, nbytes
 from .losses import LossSpec
 from .ops import Tensor
 from .params import ParamStore, check_param_name
@@ -59,7 +62,8 @@ class Network:
         # entry): what predict turns them into, what evaluate computes by default, what files record
         self.loss: LossSpec | None = None
         self.backend: str | None = None  # the ggml device the network last ran on (kept by close and copies)
-        self._weights: dict[str, np.ndarray] | None = None
+        self._weights: dict[str, Weight] | None = None
+        self._quantized: dict[str, str] = {}  # parameters kept quantized: name -> ggml type name
         self._store: ParamStore | None = None
         # Held by each call that uses the network's native state (fit, predict, evaluate, generate, close)
         self.lock = UseLock()
@@ -106,6 +110,17 @@ class Network:
         """Values of step input ``name`` for one training step (``shape``: batch first)."""
         raise KeyError(name)
 
+    def quantized(self) -> dict[str, str]:
+        """The parameters kept in a ggml quantized type, name -> type ("q8_0", "q4_0"): frozen (ggml-opt
+        gives them no gradient and no optimizer step; fit refuses a model that has any), computed with
+        as they are stored (ggml's MUL_MAT and GET_ROWS take quantized weights)."""
+        return dict(self._quantized)
+
+    def quantizable(self) -> frozenset[str]:
+        """The parameters that may be kept quantized: those the layers use only as matrices ggml multiplies
+        or picks rows from in its quantized types (``Layer.quantizable``); none unless a subclass says."""
+        return frozenset()
+
     def buffer_names(self) -> frozenset[str]:
         """The entries of ``param_shapes`` that are state, not trained (BatchNorm's running statistics):
         saved, loaded and copied with the weights, but without gradient, weight decay or optimizer state."""
@@ -126,9 +141,10 @@ class Network:
         rng = np.random.default_rng(seed)
         return self._build(input_shape, lambda name, shape: self._init_param(name, shape, rng))
 
-    def build_with_weights(self: _N, input_shape: Sequence[int], weights: dict[str, np.ndarray]) -> _N:
+    def build_with_weights(self: _N, input_shape: Sequence[int], weights: Mapping[str, Weight]) -> _N:
         """Fix the input shape and take ``weights`` as the parameters: exactly the names and shapes the
-        network has for ``input_shape`` (ValueError otherwise, before anything is kept)."""
+        network has for ``input_shape`` (ValueError otherwise, before anything is kept); a ``Quantized``
+        value keeps its parameter quantized (frozen)."""
         shapes = self.shapes_for(input_shape)
         if not isinstance(weights, dict) or shapes.keys() != weights.keys():
             given = sorted(weights) if isinstance(weights, dict) else type(weights).__name__
@@ -155,15 +171,17 @@ class Network:
                              f"sequence, got per-sample shape {shapes.output}; end it with Flatten() or Linear(...)")
         return input_shape, shapes
 
-    def _build(self: _N, input_shape: Sequence[int], init: Callable[[str, tuple[int, ...]], np.ndarray]) -> _N:
+    def _build(self: _N, input_shape: Sequence[int], init: Callable[[str, tuple[int, ...]], Weight]) -> _N:
         input_shape, shapes = self._checked_shapes(input_shape)
         weights = {name: checked_weight(name, init(name, shape), shape) for name, shape in shapes.tensors.items()}
+        self._check_quantizable(weights)
         with self.lock:  # never under another thread's call: it would free the weights that call uses
             self.check_not_busy("build")
             self.input_shape, self.output_shape, self.param_shapes = input_shape, shapes.output, shapes.tensors
             self._buffers, self._step_inputs = shapes.buffers, shapes.step_inputs
             self._drop_store()
             self._weights = weights
+            self._quantized = quantized_types(weights)
         return self
 
     def ensure_built(self, input_shape: Sequence[int], seed: int | None = 0) -> None:
@@ -180,8 +198,9 @@ class Network:
             raise ValueError("the model is not built yet: call build(input_shape) or fit() first")
 
     # ---- weights ----------------------------------------------------------------------------------------
-    def get_weights(self) -> dict[str, np.ndarray]:
-        """A copy of every parameter as float32 numpy arrays, by name (once another thread's call ends)."""
+    def get_weights(self) -> dict[str, Weight]:
+        """A copy of every parameter as float32 numpy arrays, by name (once another thread's call ends);
+        a parameter kept quantized as a ``Quantized`` (its ``dequantize()`` gives float32 values)."""
         with self.lock:
             self.require_built()
             if self._store is not None:
@@ -189,23 +208,40 @@ class Network:
             assert self._weights is not None  # built: the weights are in the store or here
             return {k: v.copy() for k, v in self._weights.items()}
 
-    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+    def set_weights(self, weights: Mapping[str, Weight]) -> None:
         """Replace parameters (all or some) from numpy arrays of the exact shapes (after the running
-        call of another thread, a fit included, has ended)."""
+        call of another thread, a fit included, has ended). A ``Quantized`` value keeps its parameter
+        quantized (frozen), a float32 array makes it a trained float32 parameter again."""
         self.require_built()
         if not isinstance(weights, dict):
             raise TypeError(f"weights must be a dict name -> array, got {type(weights).__name__}")
-        clean: dict[str, np.ndarray] = {}
+        clean: dict[str, Weight] = {}
         for name, value in weights.items():
             if name not in self.param_shapes:
                 raise ValueError(f"unknown parameter {name!r}; the model has {list(self.param_shapes)}")
             clean[name] = checked_weight(name, value, self.param_shapes[name])
+        self._check_quantizable(clean)
         with self.lock:
+            quantized = {**{n: t for n, t in self._quantized.items() if n not in clean}, **quantized_types(clean)}
+            if quantized != self._quantized:
+                # parameters change type: the store is made anew at the next use (graphs over the old
+                # one are dropped: forward caches check the store they were built on)
+                self.check_not_busy("set_weights")
+                self._drop_store()
+                self._quantized = quantized
             if self._store is not None:
                 self._store.set(clean)
             else:
                 assert self._weights is not None  # built: the weights are in the store or here
                 self._weights.update({k: v.copy() for k, v in clean.items()})
+
+    def _check_quantizable(self, weights: Mapping[str, Weight]) -> None:
+        """ValueError for a ``Quantized`` value of a parameter that must be float32 (``quantizable``)."""
+        wrong = sorted(n for n, v in weights.items() if isinstance(v, Quantized) and n not in self.quantizable())
+        if wrong:
+            raise ValueError(f"parameter {wrong[0]!r} cannot be kept quantized: its layer computes with it in float32 "
+                             f"(the parameters that can: {sorted(self.quantizable())}); give it float32 values "
+                             "(Quantized.dequantize())")
 
     def count_params(self) -> int:
         return int(sum(np.prod(s) for s in self.param_shapes.values()))
@@ -219,7 +255,7 @@ class Network:
         weights = self._weights if self._store is None else self.get_weights()
         assert weights is not None  # built: the weights are in the store or here
         self._drop_store()
-        store = ParamStore(self.param_shapes, backend, self.buffer_names())
+        store = ParamStore(self.param_shapes, backend, self.buffer_names(), self._quantized)
         store.set(weights)
         self._store, self._weights = store, None
         return store
@@ -313,8 +349,8 @@ class Network:
 
         width = sum(widths) + 3 * len(widths) - 3
         total = self.count_params()
-        frozen = sum(int(np.prod(self.param_shapes[n])) for n in self.buffer_names())  # as Keras counts them
-        size = float(total * 4)  # float32
+        frozen = sum(int(np.prod(self.param_shapes[n])) for n in self.buffer_names() | self._quantized.keys())
+        size = float(sum(nbytes(shape, self._quantized.get(n, "f32")) for n, shape in self.param_shapes.items()))
         for unit in ("B", "KiB", "MiB", "GiB"):
             if size < 1024 or unit == "GiB":
                 break
@@ -332,7 +368,7 @@ class Network:
 
 
 def restore_network(cls: type[Network], config: dict, input_shape: Sequence[int] | None,
-                    weights: dict[str, np.ndarray] | None, backend: str | None, state: dict[str, Any]) -> Network:
+                    weights: Mapping[str, Weight] | None, backend: str | None, state: dict[str, Any]) -> Network:
     """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
     network = cls.from_config(config)
     if input_shape is not None:
@@ -354,10 +390,22 @@ CONFIG_HINT = (": does every layer's get_config() return all of its constructor'
                 "that does not override it is rebuilt with its default sizes)?")
 
 
-def checked_weight(name: str, value: object, shape: tuple[int, ...]) -> np.ndarray:
-    """``value`` as the float32 C-contiguous array of parameter ``name`` (shape ``shape``): TypeError
-    for a non-numeric value, ValueError for another shape or NaN / inf. Every path that puts weights
-    into a network goes through this check before anything is written."""
+def quantized_types(weights: dict[str, Weight]) -> dict[str, str]:
+    """The weights that are ``Quantized``: name -> ggml type name."""
+    return {name: value.type_name for name, value in weights.items() if isinstance(value, Quantized)}
+
+
+def checked_weight(name: str, value: object, shape: tuple[int, ...]) -> Weight:
+    """``value`` as the float32 C-contiguous array of parameter ``name`` (shape ``shape``), or as it is
+    for a ``Quantized`` value of that shape: TypeError for a non-numeric value, ValueError for another
+    shape or NaN / inf (in a quantized value: its scales). Every path that puts weights into a network
+    goes through this check before anything is written."""
+    if isinstance(value, Quantized):
+        if value.shape != shape:
+            raise ValueError(f"parameter {name!r}: expected shape {shape}, got {value.type_name} values of shape {value.shape}")
+        if not np.isfinite(value.dequantize()).all():
+            raise ValueError(f"parameter {name!r} ({value.type_name}) contains NaN or inf")
+        return value
     arr = np.asarray(value)
     if arr.dtype.kind not in "fiu":
         raise TypeError(f"parameter {name!r}: expected a numeric array, got dtype {arr.dtype}")

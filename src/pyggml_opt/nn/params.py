@@ -1,12 +1,14 @@
 """The parameters of a model as ggml tensors in one backend buffer."""
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from .._lib import ffi, lib
 from ..core import Backend, Buffer, Context
 from ..core import tensor_data
-from ..core.tensor_data import MAX_NAME
+from ..core.tensor_data import MAX_NAME, QUANTIZED_NAMES, QUANTIZED_TYPES, Quantized, Weight
 from .ops import Tensor
 
 # values drawn per call by uniform_init: float64 temporaries of 64 KB (reused heap memory), not of a
@@ -35,24 +37,28 @@ def uniform_init(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) 
 
 
 class ParamStore:
-    """Owns a context with one F32 tensor per parameter and the buffer holding them on ``backend``.
+    """Owns a context with one tensor per parameter and the buffer holding them on ``backend``: F32, or
+    the quantized type ``quantized`` names for a parameter kept quantized (frozen).
 
     Tensor names are the parameter names (they become the GGUF tensor names). ``tensors`` maps
-    name -> Tensor (numpy-order shapes). Every tensor but those named in ``buffers`` (state that is
+    name -> Tensor (numpy-order shapes). Every F32 tensor but those named in ``buffers`` (state that is
     not trained) is flagged as a ggml parameter from the start (``ggml_set_param``: ggml-opt gives it
     a gradient and an optimizer step): a graph records its tensors as leafs or nodes by that flag when
     it is built, so flagging them later (at the first fit) made ggml-opt abort on a forward graph
     built before (``dst->n_leafs == src->n_leafs`` when it copies the graph at its first evaluation).
     """
 
-    def __init__(self, shapes: dict[str, tuple[int, ...]], backend: Backend, buffers: frozenset[str] = frozenset()) -> None:
+    def __init__(self, shapes: dict[str, tuple[int, ...]], backend: Backend, buffers: frozenset[str] = frozenset(),
+                 quantized: Mapping[str, str] | None = None) -> None:
         self.ctx = Context(max(1, len(shapes)))
         self.tensors: dict[str, Tensor] = {}
+        quantized = quantized or {}
         for name, shape in shapes.items():
             ne = tensor_data.ne_of(shape)
-            t = lib.ggml_new_tensor(self.ctx.ptr, lib.GGML_TYPE_F32, lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne))
+            kind = QUANTIZED_TYPES[quantized[name]] if name in quantized else lib.GGML_TYPE_F32
+            t = lib.ggml_new_tensor(self.ctx.ptr, kind, lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne))
             lib.ggml_set_name(t, check_param_name(name).encode())
-            if name not in buffers:
+            if name not in buffers and name not in quantized:
                 lib.ggml_set_param(t)
             self.tensors[name] = Tensor(t, None, self.ctx, len(shape))
         # ggml allocates no buffer for a context without tensors (a model without parameters)
@@ -60,12 +66,16 @@ class ParamStore:
         self.backend = backend
         self.buffers = buffers
 
-    def get(self) -> dict[str, np.ndarray]:
-        return {name: tensor_data.get(t.ptr, t.ndim) for name, t in self.tensors.items()}
+    def get(self) -> dict[str, Weight]:
+        return {name: tensor_data.get_quantized(t.ptr, t.ndim) if t.ptr.type in QUANTIZED_NAMES
+                else tensor_data.get(t.ptr, t.ndim) for name, t in self.tensors.items()}
 
-    def set(self, weights: dict[str, np.ndarray]) -> None:
+    def set(self, weights: Mapping[str, Weight]) -> None:
         for name, value in weights.items():
-            tensor_data.set(self.tensors[name].ptr, value)
+            if isinstance(value, Quantized):
+                tensor_data.set_quantized(self.tensors[name].ptr, value)
+            else:
+                tensor_data.set(self.tensors[name].ptr, value)
 
     def close(self) -> None:
         if self.buffer is not None:

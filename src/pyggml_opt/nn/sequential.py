@@ -116,6 +116,10 @@ class SequentialNetwork(Network):
             padding = padding if layer.keeps_mask else None
         return x
 
+    def quantizable(self) -> frozenset[str]:
+        names = (f"{name}.{p}" for name, layer in zip(self.layer_names, self.layers) for p in layer.quantizable)
+        return frozenset(n for n in names if n not in self.tied)
+
     def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         layer, p = self._owner(name)
         return layer.fill_step_input(p, rng, shape)

@@ -26,6 +26,7 @@ import numpy as np
 # OptimizerState is core's (the state of an OptContext); pickles of the versions before issue 28 name it
 # as this module's, and find it here
 from ..core import GGUFFile, OptimizerState
+from ..core.tensor_data import Weight
 from ..nn import Network
 from ..nn.params import check_param_name
 from .model_file import check_architecture, read_weights, save
@@ -38,7 +39,7 @@ _MOMENT_PREFIX = "optimizer.m."  # and "optimizer.v.": as long
 class Checkpoint:
     """What ``load_checkpoint`` reads back."""
 
-    weights: dict[str, np.ndarray]
+    weights: dict[str, Weight]
     epoch: int                        # epochs completed
     state: OptimizerState
     history: dict                     # {"epoch": [...], "history": {metric: [...]}}; empty if not saved

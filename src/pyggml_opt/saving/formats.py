@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 
 from ..core import GGUFFile
+from ..core.tensor_data import Weight
 from ..nn import Network
 
 GENERIC = "pyggml_opt"
@@ -47,11 +48,18 @@ class FileFormat:
     # Layouts whose tensors are named and cut otherwise than the model's parameters (llama.cpp's):
     # the model's weights -> the file's tensors, and (a reader of file tensors by name and rank, the
     # model's parameter shapes) -> the parameters. None: one tensor per parameter (to_file / from_file).
-    to_tensors: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
-    from_tensors: Callable[[Callable[[str, int], np.ndarray], dict[str, tuple[int, ...]]],
-                           dict[str, np.ndarray]] | None = None
+    # Either may hold ``Quantized`` values (parameters kept quantized), which to_file / from_file cannot.
+    to_tensors: Callable[[dict[str, Weight]], dict[str, Weight]] | None = None
+    from_tensors: Callable[[Callable[[str, int], Weight], dict[str, tuple[int, ...]]],
+                           dict[str, Weight]] | None = None
     # why a model does not fit (the first layer that does not map), for the ValueError of an explicit save
     mismatch: Callable[[Network], str] | None = None
+
+    @property
+    def converts(self) -> bool:
+        """Whether a parameter's file tensor differs from it (to_file / from_file are not the identity):
+        such a layout takes float32 weights only."""
+        return self.to_file is not _same or self.from_file is not _same
 
 
 _FORMATS: dict[str, FileFormat] = {}

@@ -6,11 +6,13 @@ A file holds:
   - ``pyggml_opt.config``: the architecture as JSON (``nn.serialize``: class name and configuration,
     layers included), ``pyggml_opt.input_shape`` and ``pyggml_opt.loss`` (the loss's entry,
     ``nn.losses.Loss.entry``: its name, or for a loss function ``custom:<its name>``);
-  - one float32 tensor per parameter, named as the model names it (a registered layout may store a
-    tensor differently: mnist-cnn's dense weight is in ggml's flattening order; llama.cpp's layouts
-    name and cut them as llama.cpp does);
+  - one tensor per parameter, float32 or, for a parameter kept quantized, its Q8_0 / Q4_0 blocks, named
+    as the model names it (a registered layout may store a tensor differently: mnist-cnn's dense
+    weight is in ggml's flattening order; llama.cpp's layouts name and cut them as llama.cpp does);
   - optionally a tokenizer under llama.cpp's ``tokenizer.ggml.*`` keys (``llama_vocab``).
-Loading validates every tensor's presence, type and shape before the model gets its weights.
+Loading validates every tensor's presence, type and shape before the model gets its weights. Q8_0 /
+Q4_0 tensors (``save(..., quantize=)``, or another tool's file) load as parameters kept quantized
+(frozen: ``Network.quantized``), which predict, evaluate and generate compute with as they are.
 
 Which layout: ``save(model, path)`` writes pyggml_opt's own (the generic one, or a registered format
 such as "pyggml-gpt"); ``save(model, path, tokenizer=tok)`` writes llama.cpp's (``gpt2`` for a gpt,
@@ -26,6 +28,7 @@ import numpy as np
 
 from ..checks import check_choice
 from ..core import GGUFFile
+from ..core.tensor_data import Quantized, Weight
 from ..data import BPETokenizer, CharTokenizer
 from ..nn import Network, check_rebuilds, deserialize, serialize
 from ..nn.losses import loss_entry
@@ -99,8 +102,9 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
        ``gpt2`` architecture, a ``llama`` as ``llama``; ValueError naming the first layer that does not
        map for any other model. Both load back with ``load``.
     quantize: "q8_0" or "q4_0" (llama.cpp's layout only): the weight matrices (every 2-D tensor whose
-       rows are a multiple of 32 values) stored in that ggml type, for llama.cpp to run; pyggml_opt
-       does not load such files back (its models train float32 weights).
+       rows are a multiple of 32 values) stored in that ggml type, for llama.cpp to run; ``load``
+       reads them back as parameters kept quantized (frozen: predict and generate, not fit).
+       Parameters the model already keeps quantized are written as they are, in either layout.
     ``extra`` (key -> str/int/float/bool) and ``extra_tensors`` (name -> array) are added as they are;
     ``checkpoint.py`` stores the optimizer state this way.
     """
@@ -126,8 +130,13 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         # a file whose architecture does not give back this model could never be loaded: refuse it now
         check_rebuilds(type(model), model.get_config(), model.input_shape, model.param_shapes)
     weights = model.get_weights()
+    kept = model.quantized()
+    if kept and fmt is not None and fmt.converts:
+        raise ValueError(f"the {fmt.architecture} layout stores float32 tensors; this model keeps {sorted(kept)[:3]} "
+                         "quantized")
     tensors = (fmt.to_tensors(weights) if fmt is not None and fmt.to_tensors is not None
-               else {name: fmt.to_file(name, value) if fmt else value for name, value in weights.items()})
+               else {name: fmt.to_file(name, value) if fmt and isinstance(value, np.ndarray) else value
+                     for name, value in weights.items()})
     _check_vocab_size(vocab, tensors, weights)
     with GGUFFile() as f:
         f.set("general.architecture", fmt.architecture if fmt else GENERIC)
@@ -135,7 +144,9 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         f.set("pyggml_opt.input_shape", json.dumps(list(model.input_shape)))
         f.set("pyggml_opt.loss", loss_entry(model.loss))
         if layout != GENERIC:
-            f.set("general.file_type", np.uint32(FILE_TYPES[quantize or "f32"]))
+            # what most weights are stored as: the requested type, else the one the model keeps most
+            types = list(kept.values())
+            f.set("general.file_type", np.uint32(FILE_TYPES[quantize or max(types, key=types.count, default="f32")]))
         for key, value in {**(fmt.metadata(model) if fmt else {}), **vocab, **(extra or {})}.items():
             f.set(key, value)
         for name, value in tensors.items():
@@ -145,7 +156,7 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         f.write(path)
 
 
-def _check_vocab_size(vocab: dict[str, object], tensors: dict[str, np.ndarray], weights: dict[str, np.ndarray]) -> None:
+def _check_vocab_size(vocab: dict[str, object], tensors: dict[str, Weight], weights: dict[str, Weight]) -> None:
     """ValueError unless the tokenizer has as many tokens as the model's token embedding has rows
     (llama.cpp's ``token_embd.weight``; in pyggml_opt's layouts the first layer's table)."""
     tokens = vocab.get("tokenizer.ggml.tokens")
@@ -157,11 +168,12 @@ def _check_vocab_size(vocab: dict[str, object], tensors: dict[str, np.ndarray], 
                          "rows: a model and its tokenizer must have one vocabulary size")
 
 
-def load_weights(path: str | os.PathLike[str], model: Network | None = None) -> dict[str, np.ndarray]:
-    """The tensors of a GGUF file as numpy arrays (shapes as ``model`` expects them, if given)."""
+def load_weights(path: str | os.PathLike[str], model: Network | None = None) -> dict[str, Weight]:
+    """The tensors of a GGUF file as numpy arrays, or ``Quantized`` for Q8_0 / Q4_0 ones (shapes as
+    ``model`` expects them, if given)."""
     with GGUFFile.read(path) as f:
         if model is None:
-            return {n: f.tensor(n) for n in f.tensor_names()}
+            return {n: f.weight(n) for n in f.tensor_names()}
         return read_weights(f, model)
 
 
@@ -178,21 +190,33 @@ def load_metadata(path: str | os.PathLike[str]) -> dict[str, object]:
     return values
 
 
-def read_weights(f: GGUFFile, model: Network) -> dict[str, np.ndarray]:
+def read_weights(f: GGUFFile, model: Network) -> dict[str, Weight]:
     """``model``'s parameters from an open file, checked (presence, shape, dtype, finite values)."""
-    return read_tensors(f, model.param_shapes)
+    return as_model_takes(read_tensors(f, model.param_shapes), model)
 
 
-def read_tensors(f: GGUFFile, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+def as_model_takes(weights: dict[str, Weight], model: Network) -> dict[str, Weight]:
+    """``weights`` with the quantized tensors that ``model`` cannot keep quantized (``quantizable``: a
+    gpt2 file's Q8_0 position table, which llama.cpp dequantizes as it reads rows) as float32 values:
+    the values the file means, trained as float32 parameters."""
+    keep = model.quantizable()
+    return {n: v.dequantize() if isinstance(v, Quantized) and n not in keep else v for n, v in weights.items()}
+
+
+def read_tensors(f: GGUFFile, shapes: dict[str, tuple[int, ...]]) -> dict[str, Weight]:
     """The tensors ``shapes`` names from an open file, checked against those shapes (presence, shape,
-    dtype, finite values); the file's registered layout converts them."""
+    dtype, finite values; a quantized tensor's values are checked where the model takes it); the
+    file's registered layout converts them."""
     fmt = format_named(f.get("general.architecture", ""))
     names = f.tensor_names()
 
-    def file_tensor(name: str, ndim: int) -> np.ndarray:
+    def file_tensor(name: str, ndim: int) -> Weight:
         if name not in names:
             raise ValueError(f"the file has no tensor {name!r} (it has {names})")
-        return f.tensor(name, ndim)
+        value = f.weight(name, ndim)
+        if isinstance(value, Quantized) and fmt is not None and fmt.converts:
+            raise ValueError(f"tensor {name!r} is {value.type_name}: the {fmt.architecture} layout stores float32 tensors")
+        return value
 
     if fmt is not None and fmt.from_tensors is not None:
         raw = fmt.from_tensors(file_tensor, shapes)
@@ -200,12 +224,16 @@ def read_tensors(f: GGUFFile, shapes: dict[str, tuple[int, ...]]) -> dict[str, n
         raw = {}
         for name, shape in shapes.items():
             value = file_tensor(name, len(shape))
-            raw[name] = fmt.from_file(name, value) if fmt is not None and value.shape == shape else value
-    out: dict[str, np.ndarray] = {}
+            raw[name] = fmt.from_file(name, value) if fmt is not None and isinstance(value, np.ndarray) \
+                and value.shape == shape else value
+    out: dict[str, Weight] = {}
     for name, shape in shapes.items():
         value = raw[name]
         if value.shape != shape:
             raise ValueError(f"tensor {name!r} has shape {value.shape} in the file, the model needs {shape}")
+        if isinstance(value, Quantized):
+            out[name] = value
+            continue
         if value.dtype != np.float32:
             raise ValueError(f"tensor {name!r} has dtype {value.dtype}; float32 expected")
         if not np.isfinite(value).all():
@@ -250,7 +278,7 @@ def _from_config(path: str, f: GGUFFile) -> Network:
         shapes = model.shapes_for(input_shape)
     except (TypeError, KeyError, ValueError) as exc:
         raise ValueError(f"{path!r}: corrupt model configuration ({exc})") from None
-    return model.build_with_weights(input_shape, read_tensors(f, shapes))
+    return model.build_with_weights(input_shape, as_model_takes(read_tensors(f, shapes), model))
 
 
 def _upgrade(spec: object) -> object:

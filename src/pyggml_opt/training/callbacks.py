@@ -17,6 +17,7 @@ import numpy as np
 
 from ..checks import check_choice, check_int, check_number
 from ..core import OptimizerState
+from ..core.tensor_data import Weight
 from ..saving import save, save_checkpoint
 from .history import History
 from .trainable import Trainable
@@ -201,7 +202,7 @@ class EarlyStopping(MonitorCallback):
 
     def reset(self) -> None:
         super().reset()
-        self.best_weights: dict[str, np.ndarray] | None = None
+        self.best_weights: dict[str, Weight] | None = None
         self.stopped_epoch: int | None = None
 
     def on_epoch_end(self, model: Trainable, epoch: int, logs: dict) -> None:

@@ -64,6 +64,20 @@ class Trainable(Network):
         super()._restore_copied_state({k: v for k, v in state.items() if k not in ("history", "optimizer_state")})
 
 
+def check_no_quantized(model: Trainable) -> None:
+    """ValueError naming the parameters ``model`` keeps quantized, if any: fit trains float32 parameters
+    only. (Training the float32 ones around frozen quantized weights would need the backward pass of
+    every quantized MUL_MAT: ggml's OUT_PROD of a quantized matrix, which only ggml's CPU backend has,
+    untested here.)"""
+    quantized = model.quantized()
+    if quantized:
+        names = sorted(quantized)
+        raise ValueError(f"this model keeps {len(names)} parameters quantized and frozen ({', '.join(names[:4])}"
+                         f"{' ...' if len(names) > 4 else ''}: {', '.join(sorted(set(quantized.values())))}), which fit "
+                         "cannot train: train the float32 model (load its float32 file), or give those parameters "
+                         "float32 values with set_weights")
+
+
 def check_trainable(obj: object) -> Trainable:
     """TypeError unless ``obj`` is a model fit can train (a ``pgo.Sequential``, ``pgo.FunctionModel`` ...)."""
     if not isinstance(obj, Trainable):

@@ -36,6 +36,7 @@ class SelfAttention(Layer):
 
     keeps_mask = True
     uses_mask = True
+    quantizable = frozenset({"wq", "wk", "wv", "wo"})  # the projections' matrices (biases stay float32)
     causal: bool
 
     @property

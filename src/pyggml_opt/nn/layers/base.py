@@ -69,6 +69,10 @@ class Layer:
     # "k_cache" / "v_cache", "positions", "kv_mask"); a Block decodes when its sublayers do. None:
     # not known to, so generate recomputes such a model's whole window per token.
     decoding: str | None = None
+    # Own names of the parameters the layer uses only as the matrix of a MUL_MAT or the table of a
+    # GET_ROWS, which ggml computes with in its quantized types: a model may keep them quantized
+    # (frozen), as a Q8_0 / Q4_0 file stores them. Other parameters are float32.
+    quantizable: frozenset[str] = frozenset()
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

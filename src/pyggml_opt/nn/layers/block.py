@@ -24,6 +24,10 @@ class Block(Layer):
         shape), its parameters, buffers and step inputs under the child's name; ``output``, the block's."""
         return combined([(f"{child}.", self.children[child].infer(shape)) for child, shape in inputs.items()], output)
 
+    @property
+    def quantizable(self) -> frozenset[str]:  # type: ignore[override]  # the sublayers' own, by child name
+        return frozenset(f"{child}.{name}" for child, layer in self.children.items() for name in layer.quantizable)
+
     def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor]) -> Tensor:
         self._updates = updates
         try:

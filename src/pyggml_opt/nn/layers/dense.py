@@ -19,6 +19,7 @@ class Linear(Layer):
 
     keeps_mask = True
     decoding = "steps"
+    quantizable = frozenset({"weight"})
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, name: str | None = None) -> None:
         super().__init__(name)
@@ -110,6 +111,7 @@ class SwiGLU(Layer):
 
     keeps_mask = True
     decoding = "steps"
+    quantizable = frozenset({"w_gate", "w_up", "w_down"})
 
     def __init__(self, dim: int, hidden: int, name: str | None = None) -> None:
         super().__init__(name)

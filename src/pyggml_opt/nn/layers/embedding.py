@@ -22,6 +22,7 @@ class Embedding(Layer):
 
     input_dtype = "int32"
     keeps_mask = True
+    quantizable = frozenset({"weight"})
 
     def __init__(self, num_embeddings: int, embedding_dim: int, mask_zero: bool = False, name: str | None = None,
                  init_std: float = 1.0) -> None:
