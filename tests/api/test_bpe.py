@@ -96,7 +96,7 @@ def test_bad_input_to_encode_decode(tok):
         tok.encode(["a", "b"])
     with pytest.raises(TypeError, match="bytes"):
         tok.encode([b"a"], 3)
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="length must be an int >= 1"):
         tok.encode("a", 0)
     with pytest.raises(ValueError, match="outside"):
         tok.decode([0, 300])

@@ -23,6 +23,9 @@ from .text import iter_texts
 
 END_OF_TEXT = "<|endoftext|>"
 N_BYTES = 256  # the base symbols: one per byte value
+# a larger vocabulary is no tokenizer anyone trains; tokenizers' trainer reserves memory for the size
+# asked up front and aborts the process (a Rust panic) when that fails (10**9 on a 23 GB machine)
+MAX_VOCAB = 1 << 24
 
 
 def _tokenizers() -> Any:
@@ -31,6 +34,15 @@ def _tokenizers() -> Any:
     except ImportError as exc:
         raise ImportError('BPETokenizer needs Hugging Face tokenizers: pip install "pyggml_opt[text]"') from exc
     return tokenizers
+
+
+def _strings(name: str, values: object) -> list[str]:
+    """``values`` as a list of str: TypeError for one str (a list of its characters is never meant) or
+    anything but a sequence of str."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)) or \
+            not all(isinstance(v, str) for v in values):
+        raise TypeError(f"{name} must be a list of str, got {values!r:.80}")
+    return list(values)
 
 
 def _pairs(merges: list) -> list[tuple[str, str]]:
@@ -52,9 +64,13 @@ class BPETokenizer:
     def __init__(self, tokens: Sequence[str], merges: Sequence[tuple[str, str]],
                  special_tokens: Sequence[str] = (END_OF_TEXT,)) -> None:
         tk = _tokenizers()
-        self.tokens = [str(t) for t in tokens]
-        self.merges = [(str(a), str(b)) for a, b in merges]
-        self.special_tokens = [str(t) for t in special_tokens]
+        self.tokens = _strings("tokens", tokens)
+        if not isinstance(merges, (list, tuple)) or not all(isinstance(m, (list, tuple)) and len(m) == 2 for m in merges):
+            raise TypeError(f"merges must be a list of pairs (left, right), got {merges!r:.80}")
+        self.merges = [(a, b) for a, b in (_strings("a merge", list(m)) for m in merges)]
+        self.special_tokens = _strings("special_tokens", special_tokens)
+        if "" in self.special_tokens:
+            raise ValueError("a special token must not be empty")
         ids = {t: i for i, t in enumerate(self.tokens)}
         if len(ids) != len(self.tokens):
             dup = next(t for i, t in enumerate(self.tokens) if ids[t] != i)
@@ -92,7 +108,8 @@ class BPETokenizer:
         256 byte symbols, then merges of the most frequent pairs until the size is reached (fewer on
         a corpus too small to fill it)."""
         tk = _tokenizers()
-        vocab_size = check_int("vocab_size", vocab_size)
+        vocab_size = check_int("vocab_size", vocab_size, 1, MAX_VOCAB)
+        special_tokens = _strings("special_tokens", special_tokens)
         smallest = N_BYTES + len(special_tokens)
         if vocab_size < smallest:
             raise ValueError(f"vocab_size must be at least {smallest} (the {N_BYTES} byte symbols and "
@@ -129,19 +146,31 @@ class BPETokenizer:
         ``(len(texts), length)``: each text's first ``length`` ids, padded with ``eos_id`` (a single
         text with ``length`` is cut or padded the same way). Special tokens never come from text.
         """
-        if length is not None and (isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1):
-            raise ValueError(f"length must be a positive int, got {length!r}")
+        if length is not None:
+            length = check_int("length", length)
         if isinstance(texts, str):
-            ids = np.asarray(self._tok.encode(texts, add_special_tokens=False).ids, np.int32)
+            ids = np.asarray(self._encode([texts])[0].ids, np.int32)
             return ids if length is None else self._fit_length(ids, int(length))
         if length is None:
             raise TypeError("encode(texts, length): a batch of texts needs the length of its rows")
         batch = list(iter_texts(texts))
-        rows = self._tok.encode_batch(batch, add_special_tokens=False) if batch else []
+        rows = self._encode(batch) if batch else []
         out = np.full((len(batch), int(length)), self.eos_id, np.int32)
         for row, enc in enumerate(rows):
             out[row] = self._fit_length(np.asarray(enc.ids, np.int32), int(length))
         return out
+
+    def _encode(self, batch: list[str]) -> list:
+        try:
+            return self._tok.encode_batch(batch, add_special_tokens=False)
+        except TypeError:  # tokenizers' words for a str it cannot take: one that is not UTF-8
+            for i, text in enumerate(batch):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise ValueError(f"text {i} is not valid UTF-8 text ({exc.reason} at {exc.start}: a lone "
+                                     "surrogate)") from None
+            raise
 
     def _fit_length(self, ids: np.ndarray, length: int) -> np.ndarray:
         out = np.full(length, self.eos_id, np.int32)
@@ -206,8 +235,12 @@ class BPETokenizer:
         if not isinstance(model, dict) or model.get("type") != "BPE":
             raise ValueError(f"{os.fspath(path)!r} holds no BPE model (its model: "
                              f"{model.get('type') if isinstance(model, dict) else model!r})")
-        vocab = model["vocab"]
-        tokens = sorted(vocab, key=vocab.__getitem__)
-        special = [t["content"] for t in sorted(spec.get("added_tokens") or [], key=lambda t: t["id"])
-                   if t.get("special")]
-        return cls(tokens, _pairs(model["merges"]), special)
+        try:
+            vocab = model["vocab"]
+            tokens = sorted(vocab, key=vocab.__getitem__)
+            special = [t["content"] for t in sorted(spec.get("added_tokens") or [], key=lambda t: t["id"])
+                       if t.get("special")]
+            return cls(tokens, _pairs(model["merges"]), special)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{os.fspath(path)!r} is not a BPE tokenizer.json BPETokenizer reads "
+                             f"({type(exc).__name__}: {exc})") from None

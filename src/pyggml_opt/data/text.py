@@ -14,6 +14,8 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..checks import check_int
+
 DEBIAN_FORTUNES_DIR = Path("/usr/share/games/fortunes")
 
 PAD, UNKNOWN = 0, 1  # the ids every CharTokenizer reserves
@@ -24,6 +26,8 @@ class CharTokenizer:
     so the same texts give the same ids); ids 0 and 1 are padding and unknown characters."""
 
     def __init__(self, chars: str) -> None:
+        if not isinstance(chars, str):  # a list of longer strings would be tokens no text ever matches
+            raise TypeError(f"chars must be a str (one token per character), got {type(chars).__name__}")
         if len(set(chars)) != len(chars):
             raise ValueError("chars must not repeat a character")
         self.chars = chars
@@ -50,8 +54,8 @@ class CharTokenizer:
         characters, padded with 0 (a single text with ``length`` is cut or padded the same way).
         Characters the tokenizer has not seen get id 1.
         """
-        if length is not None and (not isinstance(length, (int, np.integer)) or length < 1):
-            raise ValueError(f"length must be a positive int, got {length!r}")
+        if length is not None:
+            length = check_int("length", length)
         if isinstance(texts, str):
             ids = self._ids_of(texts)
             if length is None:
@@ -105,7 +109,7 @@ class CharTokenizer:
     @classmethod
     def from_metadata(cls, metadata: dict[str, object]) -> "CharTokenizer":
         """The tokenizer ``to_metadata`` stored, from a file's keys (``saving.load_metadata(path)``)."""
-        if not isinstance(metadata.get(cls.METADATA_KEY), str):
+        if not isinstance(metadata, dict) or not isinstance(metadata.get(cls.METADATA_KEY), str):
             raise ValueError(f"no character tokenizer among the keys (no string {cls.METADATA_KEY!r})")
         return cls(str(metadata[cls.METADATA_KEY]))
 
@@ -133,8 +137,9 @@ def iter_texts(texts: Iterable[object]) -> Iterator[str]:
     """The items of ``texts``, each checked to be a str: bytes (a file read in "rb") would otherwise
     map every byte to the unknown id, silently."""
     hint = ": decode bytes first, e.g. data.decode('utf-8')"
-    if isinstance(texts, (bytes, bytearray)):
-        raise TypeError(f"expected a sequence of texts (str), got {type(texts).__name__}{hint}")
+    if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Iterable):
+        raise TypeError(f"expected a sequence of texts (str), got {type(texts).__name__}"
+                        f"{hint if isinstance(texts, (bytes, bytearray)) else ''}")
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise TypeError(f"texts must be strings, got {type(t).__name__} at index {i}"

@@ -22,6 +22,7 @@ from ..checks import check_int, check_number
 from ..core import Scheduler
 from ..nn import Network, ParamStore
 from ..nn.decoding import DecodeGraph, KVCache, decoding_layers, kv_rows
+from .arguments import check_seed
 from .session import Session, exclusive_use, session_for
 from .trainable import Trainable, check_trainable
 
@@ -89,11 +90,15 @@ def generate(model: Trainable, prompt_ids: ArrayLike | str, max_new_tokens: int,
     """
     check_trainable(model)
     context, vocab = _check_language_model(model)
+    _check_tokenizer(tokenizer, vocab)
     if isinstance(prompt_ids, str):
         if tokenizer is None:
             raise TypeError("a text prompt needs tokenizer= (prompt_ids are token ids otherwise)")
         prompt_ids = tokenizer.encode(prompt_ids)
-    ids = np.asarray(prompt_ids)
+    try:
+        ids = np.asarray(prompt_ids)
+    except ValueError:  # numpy's words for rows of different lengths
+        raise ValueError("prompt_ids must be (L,) or (n, L): the prompts of a batch must have one length") from None
     if ids.size == 0:  # [] is float64 to numpy: the emptiness is the problem
         raise ValueError(f"prompt_ids must be (L,) or (n, L) with n, L >= 1, got shape {ids.shape} (an empty prompt)")
     if ids.dtype.kind not in "iu":
@@ -108,10 +113,11 @@ def generate(model: Trainable, prompt_ids: ArrayLike | str, max_new_tokens: int,
     if top_k is not None:
         top_k = check_int("top_k", top_k, 1, vocab)
     top_p = check_number("top_p", top_p, 0.0, 1.0, lo_open=True)
-    stop_ids, stop_texts = _check_stop(stop, tokenizer, single)
+    stop_ids, stop_texts = _check_stop(stop, tokenizer, single, vocab)
     if stream and tokenizer is not None and not single:
         raise ValueError("stream with tokenizer= streams the text of one prompt; give one prompt (L,)")
-    draw = functools.partial(sample, temperature=temperature, top_k=top_k, rng=np.random.default_rng(seed), top_p=top_p)
+    rng = np.random.default_rng(check_seed(seed))
+    draw = functools.partial(sample, temperature=temperature, top_k=top_k, rng=rng, top_p=top_p)
     out = np.zeros((ids.shape[0], ids.shape[1] + max_new_tokens), np.int32)
     out[:, :ids.shape[1]] = ids
     tokens = _stopping(model, (out, ids.shape[1], context), (backend, n_threads), draw, (stop_ids, stop_texts, tokenizer))
@@ -125,13 +131,42 @@ def generate(model: Trainable, prompt_ids: ArrayLike | str, max_new_tokens: int,
     return out[0, :end] if single else out[:, :end]
 
 
-def _check_stop(stop: Any, tokenizer: Any, single: bool) -> tuple[set[int], list[str]]:
-    """The stop ids and strings of ``generate``'s ``stop``."""
-    items = [stop] if isinstance(stop, (int, np.integer, str)) else list(stop)
-    ids = {int(i) for i in items if isinstance(i, (int, np.integer)) and not isinstance(i, bool)}
-    texts = [t for t in items if isinstance(t, str)]
-    if len(ids) + len(texts) != len(items) or any(not t for t in texts):
-        raise TypeError(f"stop must be token ids and non-empty strings, got {stop!r}")
+def _check_tokenizer(tokenizer: Any, vocab: int) -> None:
+    """TypeError unless ``tokenizer`` (if given) encodes and decodes; ValueError unless it has the
+    model's ``vocab`` ids (other ids would be sampled that it cannot decode, or encoded that the model
+    cannot embed)."""
+    if tokenizer is None:
+        return
+    if not callable(getattr(tokenizer, "encode", None)) or not callable(getattr(tokenizer, "decode", None)):
+        raise TypeError(f"tokenizer must have encode and decode (data.CharTokenizer, data.BPETokenizer), got "
+                        f"{type(tokenizer).__name__}")
+    size = getattr(tokenizer, "vocab_size", vocab)
+    if size != vocab:
+        raise ValueError(f"the tokenizer has {size} ids, the model {vocab}: a model and its tokenizer must have one "
+                         "vocabulary size")
+
+
+def _check_stop(stop: Any, tokenizer: Any, single: bool, vocab: int) -> tuple[set[int], list[str]]:
+    """The stop ids and strings of ``generate``'s ``stop`` (None: none)."""
+    if stop is None:
+        return set(), []
+    if not isinstance(stop, (int, np.integer, str, list, tuple, set, frozenset, np.ndarray)) or isinstance(stop, bool):
+        raise TypeError(f"stop must be a token id, a string or a list of them, got {type(stop).__name__}")
+    items = [stop] if isinstance(stop, (int, np.integer, str)) else list(np.ravel(stop) if isinstance(stop, np.ndarray) else stop)
+    ids: set[int] = set()
+    texts: list[str] = []
+    for item in items:
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+            ids.add(int(item))
+        else:
+            raise TypeError(f"stop must be token ids and strings, got {item!r} in {stop!r}")
+    if any(not t for t in texts):
+        raise ValueError("a stop string must not be empty")
+    outside = sorted(i for i in ids if not 0 <= i < vocab)
+    if outside:
+        raise ValueError(f"stop id {outside[0]} is outside the model's vocabulary [0, {vocab})")
     if texts and tokenizer is None:
         raise ValueError("stop strings need tokenizer= (to read the new ids as text)")
     if items and not single:
@@ -150,10 +185,16 @@ def _stopping(model: Trainable, job: tuple[np.ndarray, int, int], where: tuple[s
         return
     with exclusive_use(model):
         s = session_for(model, *where)
-        for t, new in enumerate(_tokens(model, s, out, (start, context), draw), start + 1):
-            yield new, t
-            if int(new[0]) in stop_ids or (stop_texts and any(x in tokenizer.decode(out[0, start:t]) for x in stop_texts)):
-                return
+        # between two tokens of a stream the caller's thread holds the lock: closing or rebuilding the
+        # model from there would free the cache's graphs (check_not_busy refuses it); fit's reason stays
+        before, model.busy = model.busy, model.busy or "a generate stream is open (close it first)"
+        try:
+            for t, new in enumerate(_tokens(model, s, out, (start, context), draw), start + 1):
+                yield new, t
+                if int(new[0]) in stop_ids or (stop_texts and any(x in tokenizer.decode(out[0, start:t]) for x in stop_texts)):
+                    return
+        finally:
+            model.busy = before
 
 
 def _tokens(model: Trainable, s: Session, out: np.ndarray, where: tuple[int, int], draw: Draw) -> Iterator[np.ndarray]:

@@ -68,8 +68,8 @@ def forward(network: Trainable, x: np.ndarray, batch_size: int, backend: str | N
     device = device_of(network, backend)
     current = network.session
     if network.busy is not None and current is not None and device != current.device:
-        # from a callback of fit: another backend would move the parameters fit is using
-        raise ValueError(f"predict / evaluate during fit must use fit's backend {current.device!r}, got {backend!r}")
+        # from a callback of fit or between a stream's tokens: another backend would move the parameters in use
+        raise ValueError(f"predict / evaluate while {network.busy} must use its backend {current.device!r}, got {backend!r}")
     s = session_for(network, backend, n_threads)
     store = network.params_on(s.scheduler.main)
     outputs, losses = [], []

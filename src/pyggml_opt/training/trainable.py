@@ -40,10 +40,11 @@ class Trainable(Network):
         super().__init__(*args, **kwargs)
 
     def check_not_busy(self, what: str) -> None:
-        """RuntimeError while something (fit) uses the parameter buffer: freeing or replacing it from
-        a callback would crash."""
+        """RuntimeError while something (fit, a generate stream) uses the parameter buffer: freeing or
+        replacing it from the thread that holds the model (a fit callback, the code between a stream's
+        tokens) would crash."""
         if self.busy is not None:
-            raise RuntimeError(f"cannot {what} the model while {self.busy} (called from a callback)")
+            raise RuntimeError(f"cannot {what} the model while {self.busy}")
 
     def close(self) -> None:
         """Free the ggml memory of the weights and of the session (the weights stay available in numpy;
