@@ -169,6 +169,14 @@ class GGUFFile(Handle):
     def tensor_names(self) -> list[str]:
         return [c_str(lib.gguf_get_tensor_name(self.ptr, i)) for i in range(lib.gguf_get_n_tensors(self.ptr))]
 
+    def tensor_shape(self, name: str, ndim: int | None = None) -> tuple[int, ...]:
+        """Tensor ``name``'s numpy-order shape (``ndim`` dims if given) from its header alone, whatever
+        its type: no data is read."""
+        t = lib.ggml_get_tensor(self._tensor_ctx, name.encode()) if self._tensor_ctx is not None else ffi.NULL
+        if t == ffi.NULL:
+            raise KeyError(f"no tensor {name!r} in the GGUF file")
+        return shape_of(t, ndim)
+
     def tensor(self, name: str, ndim: int | None = None) -> np.ndarray:
         """A copy of tensor ``name`` as numpy (numpy-order shape, ``ndim`` dims if given); ValueError
         for a quantized one (``weight`` reads those)."""

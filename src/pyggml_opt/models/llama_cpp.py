@@ -155,6 +155,8 @@ def _gpt2_build(f: GGUFFile) -> Network:
     if h["ffn"] != 4 * h["dim"] or not math.isclose(h["eps"], GPT2_EPS, rel_tol=1e-6):
         raise ValueError(f"a gpt2 file with feed_forward_length {h['ffn']} and layer_norm_epsilon {h['eps']}: pyggml_opt's "
                          f"gpt has 4 * embedding_length ({4 * h['dim']}) and {GPT2_EPS}")
+    _check_sizes(f, "gpt2", h, {"position_embd.weight": (h["context"], h["dim"]),
+                                "blk.0.ffn_up.weight": (h["ffn"], h["dim"])})
     args = {"vocab_size": h["vocab_size"], "context": h["context"], "dim": h["dim"], "n_layers": h["n_layers"],
             "n_heads": h["n_heads"], "positions": "learned", "head_bias": False, "tie_embeddings": h["tie_embeddings"]}
     return _model(f, args, gpt, GPT2)
@@ -177,9 +179,12 @@ def _llama_build(f: GGUFFile) -> Network:
     h = _read_keys(f, "llama", {"context": "context_length", "dim": "embedding_length", "n_layers": "block_count",
                                 "n_heads": "attention.head_count", "ffn_dim": "feed_forward_length"},
                    {"norm_eps": "attention.layer_norm_rms_epsilon"})
+    _check_sizes(f, "llama", h, {"blk.0.ffn_up.weight": (h["ffn_dim"], h["dim"])})
     n_kv, theta, rot = (f.get(f"llama.{k}") for k in ("attention.head_count_kv", "rope.freq_base", "rope.dimension_count"))
-    unsupported = [k for k in ("llama.expert_count", "llama.rope.scaling.type", "llama.attention.key_length")
-                   if f.get(k) not in (None, 0, "none", "linear")]
+    head = h["dim"] // h["n_heads"] if h["n_heads"] > 0 else None  # key / value lengths other tools write
+    plain = {"expert_count": (None, 0), "rope.scaling.type": (None, "none", "linear"),
+             "attention.key_length": (None, head), "attention.value_length": (None, head)}
+    unsupported = [f"llama.{k}" for k, ok in plain.items() if f.get(f"llama.{k}") not in ok]
     if unsupported or (rot is not None and rot * h["n_heads"] != h["dim"]):
         raise ValueError(f"this llama file uses what pyggml_opt's llama lacks: {unsupported or 'a rotary dimension'}")
     args = {k: h[k] for k in ("vocab_size", "context", "dim", "n_layers", "n_heads", "ffn_dim", "norm_eps", "tie_embeddings")}
@@ -210,6 +215,26 @@ def _read_keys(f: GGUFFile, arch: str, ints: dict[str, str], floats: dict[str, s
     if h["context"] > MAX_CONTEXT:
         raise ValueError(f"corrupt {arch} file: context_length {h['context']}")
     return h
+
+
+def _check_sizes(f: GGUFFile, arch: str, h: dict[str, Any], more: dict[str, tuple[int, int]]) -> None:
+    """ValueError unless the hyperparameters that size the model (vocabulary, width, blocks, and the
+    shapes ``more`` names) agree with the file's tensors and its tokenizer, before the model is built: the
+    tensors are no larger than the file, the keys are (a block count of 10**6 built for minutes, a
+    vocabulary of 2**31 allocated 128 GiB)."""
+    names = f.tensor_names()
+    blocks = {int(m.group(1)) for m in map(re.compile(r"blk\.(\d+)\.").match, names) if m}
+    if len(blocks) != h["n_layers"] or blocks != set(range(len(blocks))):
+        raise ValueError(f"corrupt {arch} file: {arch}.block_count is {h['n_layers']}, its tensors are of "
+                         f"{len(blocks)} blocks")
+    for name, shape in {"token_embd.weight": (h["vocab_size"], h["dim"]), **more}.items():
+        found = f.tensor_shape(name, 2) if name in names else "missing"
+        if found != shape:
+            raise ValueError(f"corrupt {arch} file: tensor {name} is {found}, its hyperparameters make it {shape}")
+    tokens = f.get_array("tokenizer.ggml.tokens")
+    if isinstance(tokens, list) and len(tokens) != h["vocab_size"]:
+        raise ValueError(f"corrupt {arch} file: its tokenizer has {len(tokens)} tokens, its token embedding "
+                         f"{h['vocab_size']} rows (llama.cpp needs one vocabulary size)")
 
 
 def _model(f: GGUFFile, args: dict[str, Any], builder: Callable[..., Network], tensors: TensorMap) -> Network:
