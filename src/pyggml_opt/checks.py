@@ -21,6 +21,13 @@ def check_int(name: str, value: object, lo: int = 1, hi: int | None = None) -> i
     return int(value)
 
 
+def check_bool(name: str, value: object) -> bool:
+    """A bool (numpy's too): a flag given "no" or None would otherwise read as what Python makes of it."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_pair(name: str, value: object, lo: int = 1) -> tuple[int, int]:
     """An int or a pair of ints, each >= ``lo``, as a pair (kernel sizes, strides, padding)."""
     vals: tuple[Any, ...] | None  # checked just below

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from ..checks import check_int
 from ..nn import Network, serialize
 from ..nn.layers import Embedding, Layer
 from ..nn.losses import CrossEntropy
@@ -12,6 +13,16 @@ from .model import Sequential
 LOSS = CrossEntropy.name  # what a language model trains with: the next id of every step
 Builder = Callable[..., Sequential]
 Guess = Callable[[Network], "dict[str, Any] | None"]  # hyperparameters read off a model's layers, unchecked
+
+
+# longer windows are no model's: every graph is that many steps long, attention's scores the square
+# (a gpt's position table of 2**40 rows was a MemoryError of 64 TiB when built; a file claiming more is corrupt)
+MAX_CONTEXT = 1 << 20
+
+
+def check_context(context: object) -> int:
+    """A language model's window length, in [1, MAX_CONTEXT]."""
+    return check_int("context", context, 1, MAX_CONTEXT)
 
 
 TIED = {"head.weight": "tok.weight"}  # a language model's output layer that uses the token embedding

@@ -24,12 +24,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_int, check_number
 from ..core import GGUFFile
 from ..nn import Network
 from ..nn.layers import Dropout, Layer, LayerNorm, Linear, PositionalEmbedding, TransformerBlock
 from ..saving import FileFormat, register_format
-from .architecture import LOSS, blocks_of, hyperparameters_of, language_model, ties_embeddings, token_embedding
+from .architecture import (LOSS, MAX_CONTEXT, blocks_of, check_context, hyperparameters_of, language_model,
+                           ties_embeddings, token_embedding)
 from .model import Sequential
 
 ARCHITECTURE = "pyggml-gpt"
@@ -49,19 +50,20 @@ def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dr
     loss (fit's default) on labels (n, context) (the next id of every step) and sample from it with
     ``model.generate``.
     """
-    vocab_size, context = check_int("vocab_size", vocab_size), check_int("context", context)
+    vocab_size, context = check_int("vocab_size", vocab_size), check_context(context)
     dim, n_layers, n_heads = check_int("dim", dim), check_int("n_layers", n_layers), check_int("n_heads", n_heads)
     dropout = check_number("dropout", dropout, 0.0, 1.0, hi_open=True)
+    head_bias, tie_embeddings = check_bool("head_bias", head_bias), check_bool("tie_embeddings", tie_embeddings)
     positions = check_choice("positions", positions, POSITIONS)
     rope = positions == "rope"
-    layers: list[Layer] = [token_embedding(vocab_size, dim, bool(tie_embeddings))]
+    layers: list[Layer] = [token_embedding(vocab_size, dim, tie_embeddings)]
     if not rope:
         layers.append(PositionalEmbedding(context, dim, name="pos"))
     if dropout:
         layers.append(Dropout(dropout, name="drop"))
     layers += [TransformerBlock(dim, n_heads, dropout=dropout, rope=rope, name=f"blk{i}") for i in range(n_layers)]
-    layers += [LayerNorm(dim, name="ln_f"), Linear(dim, vocab_size, bias=bool(head_bias), name="head")]
-    return language_model(layers, context, bool(tie_embeddings))
+    layers += [LayerNorm(dim, name="ln_f"), Linear(dim, vocab_size, bias=head_bias, name="head")]
+    return language_model(layers, context, tie_embeddings)
 
 
 def guess_hyperparameters(model: Network) -> dict[str, Any] | None:
@@ -94,8 +96,6 @@ def _metadata(model: Network) -> dict[str, object]:
             # only when tied: untied files stay as earlier versions wrote them
             **({f"{p}.tie_embeddings": True} if h["tie_embeddings"] else {})}
 
-
-MAX_CONTEXT = 1 << 20  # a file claiming more is corrupt: every graph of the model would be that long
 
 
 def _build(f: GGUFFile) -> Network:

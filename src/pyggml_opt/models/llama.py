@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..checks import check_int, check_number
+from ..checks import check_bool, check_int, check_number
 from ..nn import Network
 from ..nn.layers import Linear, LlamaBlock, RMSNorm
-from .architecture import blocks_of, hyperparameters_of, language_model, ties_embeddings, token_embedding
+from .architecture import blocks_of, check_context, hyperparameters_of, language_model, ties_embeddings, token_embedding
 from .model import Sequential
 
 FFN_MULTIPLE = 32  # the default ffn_dim is rounded up to a multiple of this (Llama rounds to 256)
@@ -34,15 +34,16 @@ def llama(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, 
     parameter ``tok.weight``, vocab_size * dim fewer; llama.cpp's files then have no ``output.weight``). Train it with the cross-entropy loss (fit's default) on the next id of every step, sample with
     ``model.generate``, and save it for llama.cpp with ``model.save(path, tokenizer=tok)``.
     """
-    vocab_size, context = check_int("vocab_size", vocab_size), check_int("context", context)
+    vocab_size, context = check_int("vocab_size", vocab_size), check_context(context)
+    tie_embeddings = check_bool("tie_embeddings", tie_embeddings)
     dim, n_layers, n_heads = check_int("dim", dim), check_int("n_layers", n_layers), check_int("n_heads", n_heads)
     ffn_dim = default_ffn_dim(dim) if ffn_dim is None else check_int("ffn_dim", ffn_dim)
     rope_theta = check_number("rope_theta", rope_theta, 1.0, math.inf, lo_open=True)
     norm_eps = check_number("norm_eps", norm_eps, 0.0, 1.0, lo_open=True)
-    layers = [token_embedding(vocab_size, dim, bool(tie_embeddings)),
+    layers = [token_embedding(vocab_size, dim, tie_embeddings),
               *(LlamaBlock(dim, n_heads, n_kv_heads, ffn_dim, rope_theta, norm_eps, name=f"blk{i}") for i in range(n_layers)),
               RMSNorm(dim, norm_eps, name="norm"), Linear(dim, vocab_size, bias=False, name="head")]
-    return language_model(layers, context, bool(tie_embeddings))
+    return language_model(layers, context, tie_embeddings)
 
 
 def guess_hyperparameters(model: Network) -> dict[str, Any] | None:

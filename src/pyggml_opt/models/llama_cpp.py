@@ -36,13 +36,13 @@ from ..core.tensor_data import Weight, split_rows, stack_rows
 from ..nn import Network
 from ..nn.layers import Dropout, Embedding, LayerNorm, Linear, LlamaBlock, PositionalEmbedding, RMSNorm, TransformerBlock
 from ..saving import FileFormat, register_format
-from .gpt import MAX_CONTEXT, gpt
+from .gpt import gpt
 from .gpt import guess_hyperparameters as guess_gpt
 from .gpt import hyperparameters as gpt_hyperparameters
 from .llama import guess_hyperparameters as guess_llama
 from .llama import hyperparameters as llama_hyperparameters
 from .llama import llama
-from .architecture import LOSS, first_difference
+from .architecture import LOSS, MAX_CONTEXT, first_difference
 
 LAYOUT = "llama.cpp"
 OWN_HYPERPARAMETERS = "pyggml_opt.hyperparameters"

@@ -37,6 +37,8 @@ from .llama_vocab import vocab_metadata
 
 # llama.cpp's general.file_type (llama.h: enum llama_ftype): what most of the weights are stored as
 FILE_TYPES = {"f32": 0, "q4_0": 2, "q8_0": 7}
+# the keys every file of save's has, besides its layout's hyperparameters and its tokenizer's
+WRITTEN = ("general.architecture", "general.file_type", "pyggml_opt.config", "pyggml_opt.input_shape", "pyggml_opt.loss")
 
 
 
@@ -138,6 +140,10 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
                else {name: fmt.to_file(name, value) if fmt and isinstance(value, np.ndarray) else value
                      for name, value in weights.items()})
     _check_vocab_size(vocab, tensors, weights)
+    own = {**(fmt.metadata(model) if fmt else {}), **vocab}
+    clash = sorted((extra or {}).keys() & {*own, *WRITTEN})
+    if clash:  # the file would lie about its model or tokenizer, and load as another one or not at all
+        raise ValueError(f"extra key {clash[0]!r} is one save writes itself for this model")
     with GGUFFile() as f:
         f.set("general.architecture", fmt.architecture if fmt else GENERIC)
         f.set("pyggml_opt.config", config)
@@ -147,7 +153,7 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
             # what most weights are stored as: the requested type, else the one the model keeps most
             types = list(kept.values())
             f.set("general.file_type", np.uint32(FILE_TYPES[quantize or max(types, key=types.count, default="f32")]))
-        for key, value in {**(fmt.metadata(model) if fmt else {}), **vocab, **(extra or {})}.items():
+        for key, value in {**own, **(extra or {})}.items():
             f.set(key, value)
         for name, value in tensors.items():
             f.add_tensor(name, value, quantize if quantize and value.ndim == 2 and value.shape[1] % 32 == 0 else "f32")
