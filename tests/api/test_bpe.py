@@ -122,3 +122,29 @@ def test_bad_vocabularies(tok):
         BPETokenizer(tokens, merges, [])
     with pytest.raises(ValueError, match="not among the tokens"):
         BPETokenizer(tokens, merges, ["<none>"])
+
+
+def test_hostile_sizes_lists_and_files(tok, tmp_path):
+    # 10**9 aborted the process (a Rust panic in tokenizers' trainer), 2**64 was an OverflowError
+    for size in (2**24 + 1, 10**9, 2**64):
+        with pytest.raises(ValueError, match=r"vocab_size must be an int in \[1, 16777216\]"):
+            BPETokenizer.fit(CORPUS, size)
+    # one str was split into special tokens of one character each
+    with pytest.raises(TypeError, match="special_tokens must be a list of str, got '<eos>'"):
+        BPETokenizer.fit(CORPUS, 300, special_tokens="<eos>")
+    with pytest.raises(TypeError, match="special_tokens must be a list of str"):
+        BPETokenizer(tok.tokens, tok.merges, "<|endoftext|>")
+    with pytest.raises(ValueError, match="special token must not be empty"):
+        BPETokenizer.fit(CORPUS, 300, special_tokens=["<|endoftext|>", ""])
+    for merges in ([("a",)], ["a b"], None):  # was numpy's unpacking errors, or 'NoneType' is not iterable
+        with pytest.raises(TypeError, match="merges must be a list of pairs"):
+            BPETokenizer(tok.tokens, merges)
+    with pytest.raises(ValueError, match="text 0 is not valid UTF-8 text .*surrogate"):
+        tok.encode("a\ud800b")  # was TypeError: TextInputSequence must be str
+    with pytest.raises(ValueError, match="text 1 is not valid UTF-8"):
+        tok.encode(["ok", "\udfff"], 4)
+    path = tmp_path / "tokenizer.json"
+    for text in ('{"model": {"type": "BPE"}}', '{"model": {"type": "BPE", "vocab": [1], "merges": []}}'):
+        path.write_text(text)  # were KeyError and IndexError
+        with pytest.raises(ValueError, match="is not a BPE tokenizer.json BPETokenizer reads"):
+            BPETokenizer.load(path)
