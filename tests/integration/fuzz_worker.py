@@ -1,23 +1,19 @@
-"""Child process for tests/integration/test_fuzz_api.py: runs public-API cases read from stdin, one JSON per line.
-
-For each case it prints "BEGIN" then one JSON line {"ok": bool, "error": type name or null}. The parent
-treats any exception other than ValueError / TypeError as a failure, and a dead child (a signal) as a
-crash of the case it was running.
+"""Child process for tests/integration/test_fuzz_api.py: runs public-API cases read from stdin, one JSON per line
+(``support.children.serve``: "BEGIN", then {"ok": bool, "error": type name or null}). The parent treats
+any exception other than ValueError / TypeError as a failure, and a dead child (a signal) as a crash of
+the case it was running.
 """
 import copy
-import json
 import logging
 import os
 import pickle
-import sys
 import tempfile
 
 import numpy as np
 
 logging.disable(logging.CRITICAL)
 import pyggml_opt as pgo  # noqa: E402
-
-ALLOWED = (ValueError, TypeError)
+from support.children import ALLOWED, serve  # noqa: E402
 
 
 @pgo.nn.register
@@ -239,18 +235,5 @@ def run(case):
     return error
 
 
-def main():
-    for line in sys.stdin:
-        case = json.loads(line)
-        print("BEGIN", flush=True)
-        try:
-            result = {"ok": True, "error": run(case)}
-        except ALLOWED as e:
-            result = {"ok": True, "error": type(e).__name__}
-        except Exception as e:  # noqa: BLE001 - reported to the parent
-            result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        print(json.dumps(result), flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    serve(run)

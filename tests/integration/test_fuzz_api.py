@@ -6,8 +6,6 @@ raises ValueError / TypeError; a signal (abort, segfault) or any other exception
 database is kept in tests/integration/hypothesis-db (committed), so a failure found once replays first.
 """
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,36 +13,10 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from support.children import tallied_worker
+
 HERE = Path(__file__).resolve().parent
 N_CASES = 2000
-
-
-class Worker:
-    def __init__(self):
-        self.proc = None
-
-    def start(self):
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "fuzz_worker.py")], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
-
-    def run(self, case: dict) -> dict:
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-        self.proc.stdin.write(json.dumps(case) + "\n")
-        self.proc.stdin.flush()
-        begin = self.proc.stdout.readline()
-        line = self.proc.stdout.readline()
-        if not begin.startswith("BEGIN") or not line:
-            code = self.proc.wait(timeout=30)
-            err = self.proc.stderr.read()[-2000:]
-            self.proc = None
-            return {"ok": False, "error": f"child died with code {code}: {err}"}
-        return json.loads(line)
-
-    def close(self):
-        if self.proc is not None:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
 
 
 OUTCOMES: dict = {}
@@ -52,12 +24,7 @@ OUTCOMES: dict = {}
 
 @pytest.fixture(scope="module")
 def worker():
-    w = Worker()
-    yield w
-    w.close()
-    # What the cases did, for the log: how many trained, how many were refused with which error.
-    print("\nfuzz outcomes:", dict(sorted(OUTCOMES.items(), key=lambda kv: -kv[1])))
-    assert OUTCOMES.get("trained", 0) >= N_CASES // 5, f"too few cases got as far as training: {OUTCOMES}"
+    yield from tallied_worker(HERE / "fuzz_worker.py", OUTCOMES, "trained", N_CASES // 5)
 
 
 MUTATIONS = ["x_dtype", "x_nan", "y_inf", "y_range", "len", "features", "batch0", "physical", "val", "lr", "beta",

@@ -27,7 +27,8 @@ class Embedding(Layer):
     def __init__(self, num_embeddings: int, embedding_dim: int, mask_zero: bool = False, name: str | None = None,
                  init_std: float = 1.0) -> None:
         super().__init__(name)
-        self.num_embeddings = check_int("num_embeddings", num_embeddings)
+        # ids are int32 (the input's dtype, GET_ROWS's): a larger table has rows no id reaches
+        self.num_embeddings = check_int("num_embeddings", num_embeddings, 1, np.iinfo(np.int32).max)
         self.embedding_dim = check_int("embedding_dim", embedding_dim)
         self.mask_zero = bool(mask_zero)
         self.init_std = check_number("init_std", init_std, 0.0, math.inf, lo_open=True, hi_open=True)
