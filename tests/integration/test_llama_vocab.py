@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import gzip
+import re
 import shutil
 from pathlib import Path
 
@@ -176,6 +177,19 @@ def test_char_tokenizer_unknown_characters_in_llama_cpp(tmp_path):
         assert llama.detokenize([0, 2, 1, 3, 0]) == tok.decode([0, 2, 1, 3, 0]).encode() == "a\ufffdb".encode()
     finally:
         llama.close()
+
+
+def test_characters_llama_cpp_reads_as_unknown_are_refused(tmp_path):
+    """llama.cpp 0.3.36 tokenizes every character of U+F000-U+FFFF (UTF-8 starting with 0xEF, as the
+    unknown id's U+FFFD) as the unknown id (measured over every character up to U+2FFFF: those 4,095
+    differ, no other): such a tokenizer is refused at save; the characters just below stay tokens."""
+    for c in ("\uf000", "\ufeff", "\uff21", "\uffff"):  # the first, the BOM, a fullwidth 'A', the last
+        with pytest.raises(ValueError, match=re.escape(f"character {c!r} (id 4)") + ".*as the unknown id"):
+            save_vocab(tmp_path / "x.gguf", CharTokenizer("ab" + c))
+    neighbours = "".join(map(chr, range(0xE000, 0xF000)))  # UTF-8 starting with 0xEE
+    tok = CharTokenizer("ab " + neighbours)
+    save_vocab(tmp_path / "char.gguf", tok)
+    assert judge(tok, tmp_path / "char.gguf", "a".join(neighbours)) == tok.encode("a".join(neighbours)).tolist()
 
 
 # ---- the files: keys, readers, models carrying a tokenizer ---------------------------------------------

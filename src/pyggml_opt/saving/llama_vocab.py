@@ -28,7 +28,8 @@ The two tokenizers map to two of llama.cpp's tokenizer models (``llama-vocab.cpp
 A tokenizer whose tokens llama.cpp cannot represent is refused here with a ValueError naming the token
 (not by llama.cpp at load time, which would abort on two equal tokens): NUL characters (llama.cpp
 reads tokens as C strings), text that is not UTF-8, empty tokens, and for the character tokenizer the
-characters "▁" and U+FFFD, which its encoding of spaces and of the unknown id take.
+characters "▁" and U+FFFD, which its encoding of spaces and of the unknown id take, and U+F000 to U+FFFF,
+which llama.cpp reads as the unknown id.
 """
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ GPT2_REGEX_PRE = ("trillion", "gpt-2", "granite-docling", "mpt", "olmo", "jais",
 BPE_PRE = "trillion"
 SPACE = "\u2581"  # how SentencePiece models write a space
 PAD_TEXT, UNKNOWN_TEXT = "<pad>", "\ufffd"
+# characters llama.cpp's unigram tokenizer (llama-cpp-python 0.3.36) turns into the unknown id when
+# U+FFFD is a user-defined token, found by tokenizing every character up to U+2FFFF with llama.cpp
+SHADOWED = ("\uf000", "\uffff")
 ARCHITECTURES = ("llama", "gpt2")  # what a vocabulary-only file may name (any llama.cpp architecture loads)
 
 K = "tokenizer.ggml."
@@ -101,6 +105,11 @@ def _char_metadata(tok: CharTokenizer) -> dict[str, object]:
         if c in tok.chars:
             raise ValueError(f"character {c!r} (id {tok.encode(c)[0]}) cannot be a token of llama.cpp's unigram "
                              f"model: it writes {'a space' if c == SPACE else 'the unknown id'} that way")
+    shadowed = next((c for c in tok.chars if SHADOWED[0] <= c <= SHADOWED[1]), None)
+    if shadowed is not None:
+        raise ValueError(f"character {shadowed!r} (id {tok.encode(shadowed)[0]}) cannot be a token of llama.cpp's "
+                         f"unigram model: llama.cpp reads every character from {SHADOWED[0]!r} to {SHADOWED[1]!r} (UTF-8 "
+                         "starting with the byte 0xEF, as the unknown id's U+FFFD) as the unknown id")
     tokens = [PAD_TEXT, UNKNOWN_TEXT, *(SPACE if c == " " else c for c in tok.chars)]
     _check_tokens(tokens, "token")
     types = np.full(len(tokens), NORMAL, np.int32)
