@@ -134,6 +134,11 @@ def test_hostile_sizes_lists_and_files(tok, tmp_path):
         BPETokenizer.fit(CORPUS, 300, special_tokens="<eos>")
     with pytest.raises(TypeError, match="special_tokens must be a list of str"):
         BPETokenizer(tok.tokens, tok.merges, "<|endoftext|>")
+    # 'a' as a special token: encode("a cat") decoded as " ct"
+    with pytest.raises(ValueError, match="special token 'a' is also a token of text .* decode would drop"):
+        BPETokenizer.fit(CORPUS, 300, special_tokens=["<|endoftext|>", "a"])
+    with pytest.raises(ValueError, match="special token 'at' is also a token of text"):
+        BPETokenizer.fit(CORPUS * 20, 300, special_tokens=["<|endoftext|>", "at"])  # a merge of 'a', 't'
     with pytest.raises(ValueError, match="special token must not be empty"):
         BPETokenizer.fit(CORPUS, 300, special_tokens=["<|endoftext|>", ""])
     for merges in ([("a",)], ["a b"], None):  # was numpy's unpacking errors, or 'NoneType' is not iterable

@@ -102,6 +102,15 @@ def test_save_refuses_extra_keys_it_writes_itself(lm, tmp_path):
     assert pgo.saving.load_metadata(tmp_path / "x.gguf")["general.name"] == "mine"
 
 
+def test_a_model_without_blocks_is_refused_for_what_it_lacks(tmp_path):
+    # was "layer 0 (Embedding ...) does not map", a layer that does
+    bare = pgo.Sequential([pgo.layers.Embedding(V, 8, name="tok"), pgo.layers.Linear(8, V, bias=False, name="head")],
+                          input_shape=(T,))
+    with pytest.raises(ValueError, match="gpt2: it has no blocks: .*; llama: it has no blocks: a llama is made of Embedding, "
+                                         "LlamaBlock, RMSNorm, Linear"):
+        bare.save(tmp_path / "x.gguf", tokenizer=TOK)
+
+
 def rewrite(src, dst, keys=(), drop=()):
     """``src`` with ``keys`` set (ints as int64, floats as float64) and the keys ``drop`` removed."""
     with GGUFFile.read(src) as f:

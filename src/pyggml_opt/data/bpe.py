@@ -92,6 +92,11 @@ class BPETokenizer:
         for a, b in self.merges:
             if a not in ids or b not in ids or a + b not in ids:
                 raise ValueError(f"merge ({a!r}, {b!r}) needs {a!r}, {b!r} and {a + b!r} among the tokens")
+        made = alphabet | {a + b for a, b in self.merges}
+        clash = next((t for t in self.special_tokens if t in made), None)
+        if clash is not None:  # encode would give its id for that text, and decode drop it
+            raise ValueError(f"special token {clash!r} is also a token of text (a byte symbol or a merge's result): "
+                             "decode would drop that text")
         model = tk.models.BPE(vocab=ids, merges=self.merges)
         tok = tk.Tokenizer(model)
         tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)

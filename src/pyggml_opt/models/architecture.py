@@ -91,9 +91,11 @@ def first_difference(model: Network, guess: Guess, builder: Builder, what: str, 
     h = guess(model)
     if h is None:
         # the first layer takes the ids (kinds[0]); the others are of the later kinds
-        i, layer = next(((i, la) for i, la in enumerate(model.layers) if not isinstance(la, kinds[:1] if i == 0 else kinds[1:])),
-                        (0, model.layers[0]))
-        return f"layer {i} ({layer!r} named {layer.name!r}) does not map: a {what} is made of {outline}"
+        odd = next(((i, la) for i, la in enumerate(model.layers) if not isinstance(la, kinds[:1] if i == 0 else kinds[1:])),
+                   None)
+        if odd is None:  # every layer is of a kind a builder uses, but the blocks are missing
+            return f"it has no blocks: a {what} is made of {outline}"
+        return f"layer {odd[0]} ({odd[1]!r} named {odd[1].name!r}) does not map: a {what} is made of {outline}"
     try:
         reference = builder(**h).layers if h is not None else []
     except ValueError as exc:
