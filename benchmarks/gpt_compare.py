@@ -236,11 +236,11 @@ def train_torch(d: dict, steps: int, threads: int, attention: str) -> dict:
             "peak_mb": peak, "peak_reset": reset, "rss_after_mb": rss1,
             "ru_maxrss_mb": ru_maxrss_mb(),
             "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
-            "library": _torch_parallel(torch),
+            "library": torch_parallel(torch),
             "version": torch.__version__, "attention": attention}
 
 
-def _torch_parallel(torch) -> str:
+def torch_parallel(torch) -> str:
     """torch's intra-op backend line ("ATen parallel backend: OpenMP") and its OMP / MKL thread settings."""
     try:
         lines = torch.__config__.parallel_info().splitlines()
@@ -296,14 +296,15 @@ def run_worker(kind: str, workdir: Path, steps: int, threads: int, attention: st
     return json.loads(out.read_text())
 
 
-def summarise(res: dict, warmup: int, flop: float) -> dict:
-    """Timing of steps warmup .. end (the first ``warmup`` steps left out)."""
+def summarise(res: dict, warmup: int, flop: float, tokens_per_step: int = BATCH * CONTEXT) -> dict:
+    """Timing of steps warmup .. end (the first ``warmup`` steps left out) of a worker's result (its
+    "t0" and one "stamps" entry per step)."""
     stamps = res["stamps"]
     n = len(stamps) - warmup
     t = stamps[-1] - stamps[warmup - 1] if warmup > 0 else stamps[-1] - res["t0"]
     per_step = np.diff([res["t0"], *stamps])[warmup:]
     return {"timed_steps": n, "train_s": t, "s_per_step": t / n, "median_step_s": float(np.median(per_step)),
-            "tokens_per_s": n * BATCH * CONTEXT / t, "gflops": n * flop / t / 1e9,
+            "tokens_per_s": n * tokens_per_step / t, "gflops": n * flop / t / 1e9,
             "first_step_s": stamps[0] - res["t0"]}
 
 
