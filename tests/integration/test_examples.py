@@ -27,6 +27,7 @@ import pytest
 import pyggml_opt as pgo
 from pyggml_opt import data
 from pyggml_opt.core import GGUFFile
+from support import fortunes_or_skip, import_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -40,7 +41,7 @@ CASES = {
 }
 
 
-TEXT_EXAMPLES = ["char_gpt.py"]  # tested below on Debian's fortunes
+TEXT_EXAMPLES = ["char_gpt.py", "llama_fortunes.py"]  # tested below on Debian's fortunes
 
 
 def test_every_example_is_tested():
@@ -127,8 +128,8 @@ def unigram_entropy():
     return float(-(p * np.log(p)).sum())
 
 
-def _validation_loss(stdout: str) -> float:
-    found = re.findall(r"^validation:? loss ([0-9]+\.[0-9]+) nats per character", stdout, flags=re.M)
+def _validation_loss(stdout: str, unit: str = "character") -> float:
+    found = re.findall(rf"^validation:? loss ([0-9]+\.[0-9]+) nats per {unit}", stdout, flags=re.M)
     assert found, f"no validation loss in the output:\n{stdout[-3000:]}"
     return float(found[-1])
 
@@ -162,3 +163,23 @@ def test_demo_trains_a_gpt_on_the_fortunes(unigram_entropy, tmp_path):
     assert _validation_loss(stdout) < unigram_entropy
     assert stdout.count("---\nThe ") == 3
     assert pgo.saving.load_metadata(out)["general.architecture"] == "pyggml-gpt"
+
+
+def test_llama_fortunes_runs_in_llama_cpp_as_in_pyggml_opt(tmp_path):
+    import_or_skip("llama_cpp", "the example generates with llama.cpp")
+    import_or_skip("tokenizers", "BPETokenizer trains with it")
+    fortunes_or_skip()
+    out = tmp_path / "llama.gguf"
+    # one block of width 32, a 300-token BPE, 30 steps of 16 windows of 64 ids: seed 0 gives a
+    # validation loss of 4.920 nats per token (a uniform guess: ln 300 = 5.70); ~20 s, most of it the BPE
+    stdout = _run([str(EXAMPLES / "llama_fortunes.py"), "--steps", "30", "--dim", "32", "--layers", "1", "--heads", "2",
+                   "--kv-heads", "1", "--context", "64", "--vocab", "300", "--length", "30", "--threads", "1",
+                   "--out", str(out)], cwd=ROOT)
+    assert _validation_loss(stdout, "token") < math.log(300) - 0.5
+    # the example itself fails unless llama.cpp's greedy ids from the float32 file are pyggml_opt's
+    assert "llama.cpp generates pyggml_opt's text" in stdout and "--- llama.cpp, Q8_0:" in stdout
+    meta = pgo.saving.load_metadata(out)
+    assert meta["general.architecture"] == "llama" and meta["llama.block_count"] == 1
+    assert pgo.saving.load_vocab(out).vocab_size == 300 == pgo.load(out).output_shape[-1]
+    q8 = tmp_path / "llama-q8_0.gguf"
+    assert q8.stat().st_size < 0.4 * out.stat().st_size  # 41,024 of 133,504 bytes measured
