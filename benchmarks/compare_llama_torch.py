@@ -56,6 +56,9 @@ import numpy as np
 from gpt_compare import summarise, torch_parallel, val_loss
 from machine import cpu_name, describe_peak, ratio_ceiling, sgemm_peak
 
+# the default model (``pgo.models.llama``'s arguments), vocabulary and batch
+MODEL = {"context": 256, "dim": 384, "n_layers": 6, "n_heads": 6, "n_kv_heads": 2}
+VOCAB, BATCH = 1024, 16
 BETAS, EPS = (0.9, 0.999), 1e-8
 VAL_FRACTION = 0.05
 SEED = 0
@@ -280,13 +283,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--steps", type=int, default=200, help="optimizer steps per framework (default 200)")
     ap.add_argument("--warmup-steps", type=int, default=5, help="first steps left out of the timing (default 5)")
     ap.add_argument("--repeats", type=int, default=1, help="alternated runs of each framework (default 1)")
-    ap.add_argument("--vocab", type=int, default=1024, help="BPE vocabulary size (default 1024)")
-    ap.add_argument("--context", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--dim", type=int, default=384)
-    ap.add_argument("--layers", type=int, default=6)
-    ap.add_argument("--heads", type=int, default=6)
-    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--vocab", type=int, default=VOCAB, help="BPE vocabulary size (default %(default)s)")
+    ap.add_argument("--context", type=int, default=MODEL["context"])
+    ap.add_argument("--batch", type=int, default=BATCH)
+    ap.add_argument("--dim", type=int, default=MODEL["dim"])
+    ap.add_argument("--layers", type=int, default=MODEL["n_layers"])
+    ap.add_argument("--heads", type=int, default=MODEL["n_heads"])
+    ap.add_argument("--kv-heads", type=int, default=MODEL["n_kv_heads"])
     ap.add_argument("--ffn", type=int, default=None, help="SwiGLU width (default: llama's, 8/3 x dim rounded up to 32)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1)

@@ -1,4 +1,5 @@
-"""Where a training step of compare_torch.py's mnist-cnn, cnn-bn or mnist-fc goes, op by op.
+"""Where a training step of compare_torch.py's mnist-cnn, cnn-bn or mnist-fc, or of
+compare_llama_torch.py's llama, goes, op by op.
 
 fit runs --warmup steps, --plain steps timed as they are, then --steps steps with an eval callback on
 the training graph's scheduler (``ggml_backend_sched_set_eval_callback`` through the raw binding; the
@@ -10,6 +11,10 @@ after it; op; time per step; shape; sources' shapes; name) and the time per op a
 
     python benchmarks/step_profile.py                         # mnist-cnn, physical batch 500, 2 threads
     python benchmarks/step_profile.py --model cnn-bn --steps 10
+    python benchmarks/step_profile.py --model llama --plain 3 --steps 2   # 10.2M parameters, batch 16 x 256
+
+The llama (compare_llama_torch.py's defaults: vocabulary 1024, context 256, dim 384, 6 layers, 6 / 2
+heads, batch 16) trains on random ids: the time of a step does not depend on the values.
 """
 from __future__ import annotations
 
@@ -23,9 +28,19 @@ import pyggml_opt as pgo
 from pyggml_opt import data
 from pyggml_opt._lib import ffi, lib
 
+import compare_llama_torch as L
 from compare_torch import PHYSICAL, pgo_model
 
 EMPTY_OPS = ("NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE")
+
+
+def model_and_data(name: str, steps: int, folder: str | None):
+    """(model, x, y, physical batch) for ``steps`` steps of the model ``name``."""
+    if name == "llama":
+        ids = np.random.default_rng(0).integers(0, L.VOCAB, (steps * L.BATCH, L.MODEL["context"] + 1), dtype=np.int32)
+        return pgo.models.llama(L.VOCAB, **L.MODEL), ids[:, :-1], ids[:, 1:], L.BATCH
+    x, y = data.load_fashion_mnist(folder, flatten=True)[0]
+    return pgo_model(name), x[:steps * PHYSICAL], y[:steps * PHYSICAL], PHYSICAL
 
 
 def _ne(t) -> str:
@@ -34,7 +49,7 @@ def _ne(t) -> str:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="cnn", choices=("fc", "cnn", "cnn-bn"))
+    ap.add_argument("--model", default="cnn", choices=("fc", "cnn", "cnn-bn", "llama"))
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--plain", type=int, default=10)
     ap.add_argument("--steps", type=int, default=6)
@@ -42,7 +57,6 @@ def main(argv=None) -> None:
     ap.add_argument("--data", default=None, help="Fashion-MNIST IDX folder (default: Debian's)")
     a = ap.parse_args(argv)
 
-    x, y = data.load_fashion_mnist(a.data, flatten=True)[0]
     empty = {int(getattr(lib, f"GGML_OP_{n}")) for n in EMPTY_OPS}
     loss_flag = int(lib.GGML_TENSOR_FLAG_LOSS)
     nodes: dict[int, tuple] = {}
@@ -80,13 +94,13 @@ def main(argv=None) -> None:
             if self.sched is not None:
                 lib.ggml_backend_sched_set_eval_callback(self.sched, ffi.NULL, ffi.NULL)
 
-    n = (a.warmup + a.plain + a.steps) * PHYSICAL
+    model, x, y, batch = model_and_data(a.model, a.warmup + a.plain + a.steps, a.data)
     t0 = time.perf_counter()
-    pgo_model(a.model).fit(x[:n], y[:n], epochs=1, batch_size=PHYSICAL, shuffle=False, optimizer=pgo.AdamW(lr=1e-3),
-                           n_threads=a.threads, seed=0, verbose=0, callbacks=[Profiler()])
+    model.fit(x, y, epochs=1, batch_size=batch, shuffle=False, optimizer=pgo.AdamW(lr=1e-3),
+              n_threads=a.threads, seed=0, verbose=0, callbacks=[Profiler()])
     step = np.diff([t0, *stamps]) * 1e3
     plain, instr = step[a.warmup:a.warmup + a.plain], step[a.warmup + a.plain:]
-    print(f"{a.model}, physical batch {PHYSICAL}, {a.threads} threads: plain step {np.median(plain):.1f} ms "
+    print(f"{a.model}, physical batch {batch}, {a.threads} threads: plain step {np.median(plain):.1f} ms "
           f"(median of {a.plain}), instrumented {np.median(instr):.1f} ms, "
           f"node times {sum(spent.values()) / a.steps / 1e6:.1f} ms")
     by_op: dict[tuple[str, str], float] = defaultdict(float)
