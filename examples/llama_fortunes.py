@@ -51,6 +51,7 @@ def in_llama_cpp(path: Path, prompt: str, length: int, args: argparse.Namespace)
 
 def main(argv=None) -> float:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--categories", nargs="*", default=None, help="fortune files to read (default: all)")
     ap.add_argument("--vocab", type=int, default=512, help="BPE vocabulary size")
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--dim", type=int, default=128)
@@ -70,7 +71,7 @@ def main(argv=None) -> float:
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
-    texts, _, names = data.load_fortunes()
+    texts, _, names = data.load_fortunes(args.categories)
     tokenizer = data.BPETokenizer.fit(texts, args.vocab)
     x, y = data.sliding_windows(tokenizer.encode("\n\n".join(texts)), args.context)
     n_val = max(1, len(x) // 20)
