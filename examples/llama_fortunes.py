@@ -7,10 +7,11 @@ tokenizer of --vocab tokens is learnt on it (pyggml_opt.data.BPETokenizer; `pip 
 positions, grouped-query attention, SwiGLU) learns the next id at every step.
 
 The model is then saved with its tokenizer as llama.cpp's `llama` architecture, in float32 and with
-Q8_0 weights, and generates from --prompt, greedily and sampled: in pyggml_opt (`model.generate`) and
-in llama.cpp through llama-cpp-python (`pip install llama-cpp-python`) from both files. The float32
-file's greedy text must be pyggml_opt's, token for token; the Q8_0 file's usually is, or departs late;
-sampled texts differ (two random generators). The files also run in llama.cpp's own tools:
+Q8_0 weights, and generates from --prompt, greedily and sampled: in pyggml_opt (`model.generate`, and
+the Q8_0 file loaded back with `pgo.load`) and in llama.cpp through llama-cpp-python (`pip install
+llama-cpp-python`) from both files. llama.cpp's greedy text must be pyggml_opt's, token for token, for
+the float32 model and for the Q8_0 one (the Q8_0 model's may depart from the float32 one's); sampled
+texts differ (two random generators). The files also run in llama.cpp's own tools:
 `llama-completion -m llama-fortunes.gguf -c 256 -p "A man" -n 60 --temp 0` (docs: "Deploy with
 llama.cpp").
 
@@ -99,20 +100,21 @@ def main(argv=None) -> float:
     print(f"saved {f32} ({f32.stat().st_size:,} bytes) and {q8} ({q8.stat().st_size:,} bytes)")
 
     prompt = tokenizer.encode(args.prompt)
-    ours = model.generate(prompt, args.length, temperature=0, n_threads=args.threads)[len(prompt):].tolist()
-    sampled = model.generate(prompt, args.length, temperature=args.temperature, top_k=args.top_k, seed=args.seed,
-                             n_threads=args.threads)
-    print(f"--- pyggml_opt, greedy ---\n{args.prompt}{tokenizer.decode(ours)}")
-    print(f"--- pyggml_opt, sampled ---\n{tokenizer.decode(sampled)}")
-    for label, path in (("llama.cpp, float32", f32), ("llama.cpp, Q8_0", q8)):
+    quantized = pgo.load(q8)                                # its matrices stay Q8_0
+    for (label, ours_model), path in zip((("float32", model), ("Q8_0", quantized)), (f32, q8)):
+        ours = ours_model.generate(prompt, args.length, temperature=0, n_threads=args.threads)[len(prompt):].tolist()
+        sampled = ours_model.generate(prompt, args.length, temperature=args.temperature, top_k=args.top_k,
+                                      seed=args.seed, n_threads=args.threads)
+        print(f"--- pyggml_opt, {label}, greedy ---\n{args.prompt}{tokenizer.decode(ours)}")
+        print(f"--- pyggml_opt, {label}, sampled ---\n{tokenizer.decode(sampled)}")
         ids, text = in_llama_cpp(path, args.prompt, args.length, args)
         same = next((i for i, (a, b) in enumerate(zip(ids, ours)) if a != b), min(len(ids), len(ours)))
-        print(f"--- {label}, greedy: the first {same} of {len(ours)} tokens are pyggml_opt's ---\n"
+        print(f"--- llama.cpp, {label}, greedy: the first {same} of {len(ours)} tokens are pyggml_opt's ---\n"
               f"{args.prompt}{tokenizer.decode(ids)}")
-        print(f"--- {label}, sampled (another random generator than pyggml_opt's) ---\n{args.prompt}{text}")
-        if path == f32 and ids != ours:
-            raise SystemExit(f"llama.cpp's greedy text from {f32} departs from pyggml_opt's at token {same}")
-    print(f"llama.cpp generates pyggml_opt's text from {f32}; {time.perf_counter() - t0:.0f} s in all")
+        print(f"--- llama.cpp, {label}, sampled (another random generator than pyggml_opt's) ---\n{args.prompt}{text}")
+        if ids != ours:
+            raise SystemExit(f"llama.cpp's greedy text from {path} departs from pyggml_opt's at token {same}")
+    print(f"llama.cpp generates pyggml_opt's greedy text from both files; {time.perf_counter() - t0:.0f} s in all")
     return val_loss
 
 
