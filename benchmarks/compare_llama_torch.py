@@ -32,7 +32,7 @@ FLOPs of one step (B = 16 windows, T = 256, d = dim, k = n_kv_heads * d / n_head
 V = vocabulary): forward 2 B T (L (2 d^2 + 2 d k + 3 d f) + d V) + 2 B L (2 T^2 d) (the full T x T
 scores, as ggml computes them), the step 3 x forward (input and weight gradients).
 
-    python benchmarks/compare_llama_torch.py                          # 200 steps each, ~15 min on 2 cores
+    python benchmarks/compare_llama_torch.py                          # 200 steps each, 85 min at load 8 on 2 cores
     python benchmarks/compare_llama_torch.py --steps 20 --dim 128 --layers 2 --heads 4   # a quick look
     python benchmarks/compare_llama_torch.py --repeats 3 --json llama.json
 
