@@ -8,7 +8,7 @@ import pytest
 from support import FAST, X, Y, mlp
 
 import pyggml_opt as pgo
-from pyggml_opt._lib import c_str, lib
+from pyggml_opt._lib import c_str, ffi, lib
 from pyggml_opt.core import Backend, find_device
 
 
@@ -110,3 +110,13 @@ def test_gpu_backend_name_resolves_when_the_build_has_it(name, reg, option):
     m.fit(X, Y, epochs=1, batch_size=8, backend=name, **FAST)
     assert m.backend == first
     assert np.isfinite(m.predict(X)).all()
+
+
+def test_the_rpc_backend_is_built_and_registered():
+    """ggml-rpc is built (GGML_RPC=ON) and loaded beside the CPU backend, not yet exposed: no devices
+    until a server is added, its client and server entry points reachable through the registry."""
+    reg = lib.ggml_backend_reg_by_name(b"RPC")
+    assert reg != ffi.NULL
+    assert lib.ggml_backend_reg_dev_count(reg) == 0
+    for entry in (b"ggml_backend_rpc_add_server", b"ggml_backend_rpc_start_server"):
+        assert lib.ggml_backend_reg_get_proc_address(reg, entry) != ffi.NULL, entry

@@ -14,7 +14,7 @@ from pyggml_opt._lib import LIB_DIR, c_str, cpu_proc, ffi, lib
 
 def test_struct_layouts_match_the_compiled_headers():
     # cffi API mode compiled every struct against ggml's headers (a mismatch fails the build);
-    # these are the sizes of ggml 0.15.3 on 64-bit platforms, checked again at run time.
+    # these are the sizes of ggml 0.25.3 (as of 0.15.3) on 64-bit platforms, checked again at run time.
     assert ffi.sizeof("struct ggml_tensor") == 336
     assert ffi.sizeof("struct ggml_opt_optimizer_params") == 7 * 4
     assert ffi.offsetof("struct ggml_opt_optimizer_params", "sgd") == 5 * 4

@@ -79,11 +79,17 @@
         GGML_TYPE_MXFP4 = 39,
         GGML_TYPE_NVFP4 = 40,
         GGML_TYPE_Q1_0 = 41,
-        GGML_TYPE_COUNT = 42,
+        GGML_TYPE_Q2_0 = 42,
+        GGML_TYPE_COUNT = 43,
     };
     enum ggml_prec {
+        GGML_PREC_UNDEFINED = 0,
         GGML_PREC_DEFAULT = 0,
         GGML_PREC_F32 = 10,
+        GGML_PREC_BF16 = 15,
+        GGML_PREC_F16 = 20,
+        GGML_PREC_Q8 = 30,
+        GGML_PREC_Q4 = 40,
     };
     enum ggml_op_hint {
         GGML_HINT_NONE = 0,
@@ -117,6 +123,7 @@
         GGML_FTYPE_MOSTLY_MXFP4 = 25,
         GGML_FTYPE_MOSTLY_NVFP4 = 26,
         GGML_FTYPE_MOSTLY_Q1_0 = 27,
+        GGML_FTYPE_MOSTLY_Q2_0 = 28,
     };
     enum ggml_op {
         GGML_OP_NONE = 0,
@@ -213,6 +220,10 @@
         GGML_OP_RWKV_WKV7,
         GGML_OP_SOLVE_TRI,
         GGML_OP_GATED_DELTA_NET,
+        GGML_OP_LIGHTNING_INDEXER,
+        GGML_OP_DSV4_HC_COMB,
+        GGML_OP_DSV4_HC_PRE,
+        GGML_OP_DSV4_HC_POST,
         GGML_OP_UNARY,
         GGML_OP_MAP_CUSTOM1,
         GGML_OP_MAP_CUSTOM2,
@@ -257,6 +268,7 @@
         GGML_GLU_OP_SWIGLU_OAI,
         GGML_GLU_OP_GEGLU_ERF,
         GGML_GLU_OP_GEGLU_QUICK,
+        GGML_GLU_OP_SWIGLU_CLAMP,
         GGML_GLU_OP_COUNT,
     };
     enum ggml_object_type {
@@ -351,6 +363,9 @@
     extern bool ggml_is_contiguous_0(const struct ggml_tensor * tensor);
     extern bool ggml_is_contiguous_1(const struct ggml_tensor * tensor);
     extern bool ggml_is_contiguous_2(const struct ggml_tensor * tensor);
+    extern bool ggml_is_contiguous_to_1(const struct ggml_tensor * tensor);
+    extern bool ggml_is_contiguous_to_2(const struct ggml_tensor * tensor);
+    extern bool ggml_is_contiguous_to_3(const struct ggml_tensor * tensor);
     extern bool ggml_is_contiguously_allocated(const struct ggml_tensor * tensor);
     extern bool ggml_is_contiguous_channels(const struct ggml_tensor * tensor);
     extern bool ggml_is_contiguous_rows(const struct ggml_tensor * tensor);
@@ -752,6 +767,11 @@
             struct ggml_tensor * b,
             float alpha,
             float limit);
+    extern struct ggml_tensor * ggml_swiglu_clamp(
+            struct ggml_context * ctx,
+            struct ggml_tensor * a,
+            struct ggml_tensor * b,
+            float limit);
     extern struct ggml_tensor * ggml_norm(
             struct ggml_context * ctx,
             struct ggml_tensor * a,
@@ -815,13 +835,18 @@
             struct ggml_tensor * a,
             struct ggml_tensor * b,
             float eps);
+    extern bool ggml_prec_set_acc(
+            struct ggml_tensor * a,
+            enum ggml_prec prec);
+    extern bool ggml_prec_set_src(
+            struct ggml_tensor * a,
+            enum ggml_prec prec,
+            int idx);
     extern struct ggml_tensor * ggml_mul_mat(
             struct ggml_context * ctx,
             struct ggml_tensor * a,
             struct ggml_tensor * b);
-    extern void ggml_mul_mat_set_prec(
-            struct ggml_tensor * a,
-            enum ggml_prec prec);
+    extern void ggml_mul_mat_set_prec( struct ggml_tensor * a, enum ggml_prec prec) ;
     extern void ggml_mul_mat_set_hint(
             struct ggml_tensor * a,
             enum ggml_op_hint hint);
@@ -1024,6 +1049,16 @@
             struct ggml_context * ctx,
             struct ggml_tensor * a,
             int n_past);
+    extern struct ggml_tensor * ggml_clamp(
+            struct ggml_context * ctx,
+            struct ggml_tensor * a,
+            float min,
+            float max);
+    extern struct ggml_tensor * ggml_clamp_inplace(
+            struct ggml_context * ctx,
+            struct ggml_tensor * a,
+            float min,
+            float max);
     extern struct ggml_tensor * ggml_soft_max(
             struct ggml_context * ctx,
             struct ggml_tensor * a);
@@ -1160,11 +1195,9 @@
             float attn_factor,
             float beta_fast,
             float beta_slow);
-    extern struct ggml_tensor * ggml_clamp(
-            struct ggml_context * ctx,
+    extern struct ggml_tensor * ggml_rope_set_offset(
             struct ggml_tensor * a,
-            float min,
-            float max);
+            int n_offs);
     extern struct ggml_tensor * ggml_im2col(
             struct ggml_context * ctx,
             struct ggml_tensor * a,
@@ -1502,11 +1535,12 @@
             float scale,
             float max_bias,
             float logit_softcap);
-    extern void ggml_flash_attn_ext_set_prec(
-            struct ggml_tensor * a,
-            enum ggml_prec prec);
+    extern void ggml_flash_attn_ext_set_prec( struct ggml_tensor * a, enum ggml_prec prec) ;
     extern enum ggml_prec ggml_flash_attn_ext_get_prec(
             const struct ggml_tensor * a);
+    extern void ggml_flash_attn_ext_set_n_kv_max(
+            struct ggml_tensor * a,
+            int32_t n_kv_max);
     extern void ggml_flash_attn_ext_add_sinks(
             struct ggml_tensor * a,
             struct ggml_tensor * sinks);
@@ -1529,7 +1563,8 @@
             struct ggml_tensor * A,
             struct ggml_tensor * B,
             struct ggml_tensor * C,
-            struct ggml_tensor * ids);
+            struct ggml_tensor * ids,
+            int64_t K);
     extern struct ggml_tensor * ggml_win_part(
             struct ggml_context * ctx,
             struct ggml_tensor * a,
@@ -1604,6 +1639,34 @@
             struct ggml_tensor * beta,
             struct ggml_tensor * state,
             int64_t K);
+    extern struct ggml_tensor * ggml_lightning_indexer(
+        struct ggml_context * ctx,
+        struct ggml_tensor * q,
+        struct ggml_tensor * k,
+        struct ggml_tensor * weights,
+        struct ggml_tensor * mask);
+    extern struct ggml_tensor * ggml_dsv4_hc_comb(
+            struct ggml_context * ctx,
+            struct ggml_tensor * mixes,
+            struct ggml_tensor * scale,
+            struct ggml_tensor * base,
+            float eps,
+            int32_t n_iter);
+    extern struct ggml_tensor * ggml_dsv4_hc_pre(
+            struct ggml_context * ctx,
+            struct ggml_tensor * x,
+            struct ggml_tensor * weights);
+    extern struct ggml_tensor * ggml_dsv4_hc_pre_gated(
+            struct ggml_context * ctx,
+            struct ggml_tensor * x,
+            struct ggml_tensor * gate,
+            float scale);
+    extern struct ggml_tensor * ggml_dsv4_hc_post(
+            struct ggml_context * ctx,
+            struct ggml_tensor * x,
+            struct ggml_tensor * residual,
+            struct ggml_tensor * post,
+            struct ggml_tensor * comb);
     typedef void (*ggml_custom1_op_t)(struct ggml_tensor * dst , const struct ggml_tensor * a, int ith, int nth, void * userdata);
     typedef void (*ggml_custom2_op_t)(struct ggml_tensor * dst , const struct ggml_tensor * a, const struct ggml_tensor * b, int ith, int nth, void * userdata);
     typedef void (*ggml_custom3_op_t)(struct ggml_tensor * dst , const struct ggml_tensor * a, const struct ggml_tensor * b, const struct ggml_tensor * c, int ith, int nth, void * userdata);
@@ -1697,6 +1760,9 @@
             int n_tensors,
             int idx);
     extern void ggml_build_forward_expand(
+            struct ggml_cgraph * cgraph,
+            struct ggml_tensor * tensor);
+    extern void ggml_build_forward_order(
             struct ggml_cgraph * cgraph,
             struct ggml_tensor * tensor);
     extern void ggml_build_backward_expand(
@@ -1880,6 +1946,7 @@ typedef struct ggml_gallocr * ggml_gallocr_t;
         bool host_buffer;
         bool buffer_from_host_ptr;
         bool events;
+        bool mmap_support;
     };
     struct ggml_backend_dev_props {
         const char * name;
@@ -2201,6 +2268,7 @@ typedef struct ggml_gallocr * ggml_gallocr_t;
     int64_t gguf_find_tensor (const struct gguf_context * ctx, const char * name);
     size_t gguf_get_tensor_offset(const struct gguf_context * ctx, int64_t tensor_id);
     const char * gguf_get_tensor_name (const struct gguf_context * ctx, int64_t tensor_id);
+    const int64_t * gguf_get_tensor_ne (const struct gguf_context * ctx, int64_t tensor_id);
     enum ggml_type gguf_get_tensor_type (const struct gguf_context * ctx, int64_t tensor_id);
     size_t gguf_get_tensor_size (const struct gguf_context * ctx, int64_t tensor_id);
     int64_t gguf_remove_key(struct gguf_context * ctx, const char * key);

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from .._lib import CData, c_str, ffi, lib
 
-# ggml ops with a backward pass (ggml.c, ggml_compute_backward at 0.15.3; CONCAT by vendor patch 0013,
-# the unary SIGMOID and TANH by 0016, NORM by 0020, the unary GELU by 0022, CONV_2D by 0023, BATCH_NORM by
-# 0025).
+# ggml ops with a backward pass (ggml.c, ggml_compute_backward at 0.25.3, the same set as at 0.15.3;
+# CONCAT by vendor patch 0013, the unary SIGMOID and TANH by 0016, NORM by 0020, the unary GELU by
+# 0022, CONV_2D by 0023, BATCH_NORM by 0025).
 BACKWARD_OPS = {
     "NONE", "DUP", "ADD", "ADD1", "ACC", "SUB", "MUL", "DIV", "SQR", "SQRT", "LOG", "SIN", "COS", "SUM",
     "SUM_ROWS", "MEAN", "REPEAT", "REPEAT_BACK", "CONCAT", "NORM", "RMS_NORM", "MUL_MAT", "SCALE", "SET", "CPY", "CONT",
