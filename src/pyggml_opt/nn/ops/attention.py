@@ -139,7 +139,7 @@ def cached_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
     heads_first = lib.ggml_permute(ctx, q.ptr, 0, 2, 1, 3)  # a view: ne (d_head, T, heads, n)
     mask16 = lib.ggml_cast(ctx, contiguous(mask).ptr, lib.GGML_TYPE_F16)
     out = lib.ggml_flash_attn_ext(ctx, heads_first, k.ptr, v.ptr, mask16, 1.0 / d_head ** 0.5, 0.0, 0.0)
-    lib.ggml_flash_attn_ext_set_prec(out, lib.GGML_PREC_F32)
+    lib.ggml_prec_set_acc(out, lib.GGML_PREC_F32)  # f32 accumulation (ggml 0.25 deprecates _set_prec)
     return wrap(out, q)  # FLASH_ATTN_EXT's result is ne (d_head, heads, T, n): (n, T, heads, d_head)
 
 
