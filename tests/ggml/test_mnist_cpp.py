@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 REQUIRE = os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1"
 TOOLS = ("mnist-train", "mnist-eval")
 N_TEST = 10000
+NEAR_TIE = 1e-4  # probabilities this close may rank either way (see assert_same_evaluation)
 
 # epochs per direction: enough to be far from chance (so agreement is not trivial), no more. mnist-train
 # draws its initial weights from std::random_device: after 1 epoch its CNN reached 58-67 % in 12 runs,
@@ -149,10 +150,18 @@ def assert_same_evaluation(model, xt, yt, cpp_loss: float, cpp_acc_percent: floa
     loss, acc = model.evaluate(xt, yt, batch_size=500)
     n_correct_py = int(round(acc * N_TEST))
     n_correct_cpp = int(round(cpp_acc_percent * N_TEST / 100))
+    # The two compute the convolutions differently (pyggml_opt: CONV_2D; the C++ example: im2col +
+    # MUL_MAT), so their probabilities agree only to float32 rounding (the losses to ~5e-6, within the
+    # rel=1e-4 below), and an image whose two largest probabilities are closer than NEAR_TIE (the same
+    # 1e-4) may be counted by one and not the other. Such images are rare (none in most runs): only
+    # they may differ. (A full suite run on ggml 0.25.3 had one: 7145 vs 7144 correct.)
+    probs = np.sort(model.predict(xt, batch_size=500), axis=1)
+    near_ties = int(np.count_nonzero(probs[:, -1] - probs[:, -2] < NEAR_TIE))
     print(f"\nPython evaluate: {n_correct_py}/{N_TEST} correct, loss {loss:.6f}; "
-          f"mnist-eval: {n_correct_cpp}/{N_TEST}, loss {cpp_loss:.6f}")
-    assert n_correct_py == n_correct_cpp, (
-        f"Python evaluate: {n_correct_py}/{N_TEST} correct, mnist-eval: {n_correct_cpp}/{N_TEST}")
+          f"mnist-eval: {n_correct_cpp}/{N_TEST}, loss {cpp_loss:.6f}; near ties: {near_ties}")
+    assert abs(n_correct_py - n_correct_cpp) <= near_ties, (
+        f"Python evaluate: {n_correct_py}/{N_TEST} correct, mnist-eval: {n_correct_cpp}/{N_TEST} "
+        f"({near_ties} images with a top-2 margin below {NEAR_TIE})")
     # mnist-eval averages float32 per-batch cross-entropies and prints 6 decimals; Python computes
     # the mean in float64 from the float32 logits: agreement to float32 rounding
     assert loss == pytest.approx(cpp_loss, rel=1e-4, abs=2e-6), f"loss {loss} vs mnist-eval {cpp_loss}"
