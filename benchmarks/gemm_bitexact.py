@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
-from test_cpu_kernels import _Graph  # noqa: E402
+from support import OpGraph  # noqa: E402
 
 from pyggml_opt._lib import lib  # noqa: E402
 
@@ -30,7 +30,7 @@ def main() -> None:
     for m, n, k in SHAPES:
         for n_threads in (1, 2, 3):
             for op in ("mul_mat", "out_prod"):
-                g = _Graph(n_threads)
+                g = OpGraph(n_threads)
                 if op == "mul_mat":
                     a = g.leaf(rng.standard_normal((m, k), np.float32))
                     b = g.leaf(rng.standard_normal((n, k), np.float32))

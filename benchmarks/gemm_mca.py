@@ -11,7 +11,7 @@ limit, not the caches'.
 
     apt-get install -y llvm-19          # llvm-mca-19
     python benchmarks/gemm_mca.py                           # the patch stack of this checkout
-    python benchmarks/gemm_mca.py --exclude 0039            # the stack without a patch (before)
+    python benchmarks/gemm_mca.py --exclude 0040            # the stack without a patch (before)
     python benchmarks/gemm_mca.py --show sapphirerapids     # also print the loop and mca's report
 
 FMA peak per cycle (512-bit FMAs): sapphirerapids / icelake-server / skylake-avx512 (Xeon Gold/Platinum)
