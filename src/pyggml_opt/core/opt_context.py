@@ -234,6 +234,13 @@ class OptContext(Handle):
                 raise ValueError("allocation-based graphs: call prepare_alloc before each alloc")
         lib.ggml_opt_alloc(self.ptr, backward)
         self._graph_handed = self.static
+        # ggml_opt_alloc returns nothing: a compute buffer the backend could not allocate leaves the
+        # graph's inputs without memory (static graphs report it at eval). The evaluation tries the
+        # allocation again, fails as cleanly (vendor patch 0041) and leaves the context ready for the
+        # next prepare_alloc.
+        if not self.static and lib.ggml_opt_inputs(self.ptr).data == ffi.NULL:
+            self.eval()  # raises MemoryError (GGML_STATUS_ALLOC_FAILED)
+            raise MemoryError("ggml could not allocate memory to compute the graph")  # it ran, on no inputs
 
     def eval(self, result: Result | None = None) -> None:
         """Compute the allocated graph (GIL released); accumulate into ``result`` if given.
