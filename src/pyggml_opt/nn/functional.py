@@ -10,7 +10,8 @@ from .._lib import CData, lib
 from ..checks import check_int
 from ..core import GRAPH_SIZE, Context
 from .graph import output_shape_of
-from .network import Network, NetworkShapes, SummaryRow
+from .network import Network, NetworkShapes
+from .summary import SummaryRow
 from .ops import Tensor, new_input
 from .params import uniform_init
 

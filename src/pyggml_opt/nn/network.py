@@ -14,22 +14,21 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union, cast
+from typing import Any, Callable, Mapping, Sequence, TypeVar, cast
 
 import numpy as np
 
 from ..checks import check_int
 from ..core import Backend
-from ..core.tensor_data import Quantized, Weight, nbytes
+from ..core.tensor_data import Quantized, Weight
 from .losses import LossSpec
 from .ops import Tensor
-from .params import ParamStore, check_param_name
+from .params import ParamStore, check_param_name, checked_weight, quantized_types
 from .shapes import MAX_SAMPLE_AXES
+from .summary import SummaryRow, summary_lines
 from .use_lock import UseLock
 
 _N = TypeVar("_N", bound="Network")
-# A row of ``summary``: label, output shape (None for the batch axis) or a text, parameter names.
-SummaryRow = tuple[str, Union[tuple[Optional[int], ...], str], list[str]]
 
 
 @dataclass(frozen=True)
@@ -334,33 +333,8 @@ class Network:
         if not self.built:
             raise ValueError("This model has not yet been built: call build(input_shape) or fit() first, "
                              "or pass input_shape to the constructor")
-        header = ("Layer (type)", "Output shape", "Param #", "Parameters")
-        table = []
-        for label, shape, names in self._summary_rows():
-            count = sum(int(np.prod(self.param_shapes[n])) for n in names)
-            weights = [f"{n} {self.param_shapes[n]}" for n in names] or [""]
-            table.append((label, str(shape), f"{count:,}", weights[0]))
-            table += [("", "", "", w) for w in weights[1:]]  # one parameter per line, as Keras's "Connected to"
-        widths = [max(len(row[i]) for row in [header, *table]) for i in range(4)]
-
-        def line(row: tuple[str, str, str, str]) -> str:
-            cells = (row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]), row[3])
-            return "   ".join(cells).rstrip()
-
-        width = sum(widths) + 3 * len(widths) - 3
-        total = self.count_params()
-        frozen = sum(int(np.prod(self.param_shapes[n])) for n in self.buffer_names() | self._quantized.keys())
-        size = float(sum(nbytes(shape, self._quantized.get(n, "f32")) for n, shape in self.param_shapes.items()))
-        for unit in ("B", "KiB", "MiB", "GiB"):
-            if size < 1024 or unit == "GiB":
-                break
-            size /= 1024
-        size_text = f"{size:.0f} B" if unit == "B" else f"{size:.2f} {unit}"
-        lines = [f'Model: "{type(self).__name__}"', "_" * width, line(header), "=" * width,
-                 *(line(row) for row in table), "=" * width,
-                 f"Total params: {total:,} ({size_text})",
-                 f"Trainable params: {total - frozen:,}",
-                 f"Non-trainable params: {frozen:,}"]
+        lines = summary_lines(type(self).__name__, self._summary_rows(), self.param_shapes,
+                              self.buffer_names() | self._quantized.keys(), self._quantized)
         if print_fn is not None:
             for text in lines:
                 print_fn(text)
@@ -388,33 +362,6 @@ def restore(cls: type[Network], config: dict, input_shape: Sequence[int] | None,
 
 CONFIG_HINT = (": does every layer's get_config() return all of its constructor's arguments (a custom layer "
                 "that does not override it is rebuilt with its default sizes)?")
-
-
-def quantized_types(weights: dict[str, Weight]) -> dict[str, str]:
-    """The weights that are ``Quantized``: name -> ggml type name."""
-    return {name: value.type_name for name, value in weights.items() if isinstance(value, Quantized)}
-
-
-def checked_weight(name: str, value: object, shape: tuple[int, ...]) -> Weight:
-    """``value`` as the float32 C-contiguous array of parameter ``name`` (shape ``shape``), or as it is
-    for a ``Quantized`` value of that shape: TypeError for a non-numeric value, ValueError for another
-    shape or NaN / inf (in a quantized value: its scales). Every path that puts weights into a network
-    goes through this check before anything is written."""
-    if isinstance(value, Quantized):
-        if value.shape != shape:
-            raise ValueError(f"parameter {name!r}: expected shape {shape}, got {value.type_name} values of shape {value.shape}")
-        if not np.isfinite(value.dequantize()).all():
-            raise ValueError(f"parameter {name!r} ({value.type_name}) contains NaN or inf")
-        return value
-    arr = np.asarray(value)
-    if arr.dtype.kind not in "fiu":
-        raise TypeError(f"parameter {name!r}: expected a numeric array, got dtype {arr.dtype}")
-    if arr.shape != shape:
-        raise ValueError(f"parameter {name!r}: expected shape {shape}, got {arr.shape}")
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    if not np.isfinite(arr).all():
-        raise ValueError(f"parameter {name!r} contains NaN or inf")
-    return arr
 
 
 def check_rebuilds(cls: type[Network], config: dict, input_shape: tuple[int, ...],

@@ -1,4 +1,5 @@
-"""The parameters of a model as ggml tensors in one backend buffer."""
+"""The parameters of a model: their names and values checked, and the ggml tensors holding them in one
+backend buffer."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -23,6 +24,33 @@ def check_param_name(name: str, reserve: int = 0) -> str:
         raise ValueError(f"parameter name {name!r} is too long for ggml's tensor names (at most "
                          f"{MAX_NAME - 1 - reserve} bytes{' here' if reserve else ''})")
     return name
+
+
+def quantized_types(weights: dict[str, Weight]) -> dict[str, str]:
+    """The weights that are ``Quantized``: name -> ggml type name."""
+    return {name: value.type_name for name, value in weights.items() if isinstance(value, Quantized)}
+
+
+def checked_weight(name: str, value: object, shape: tuple[int, ...]) -> Weight:
+    """``value`` as the float32 C-contiguous array of parameter ``name`` (shape ``shape``), or as it is
+    for a ``Quantized`` value of that shape: TypeError for a non-numeric value, ValueError for another
+    shape or NaN / inf (in a quantized value: its scales). Every path that puts weights into a network
+    goes through this check before anything is written."""
+    if isinstance(value, Quantized):
+        if value.shape != shape:
+            raise ValueError(f"parameter {name!r}: expected shape {shape}, got {value.type_name} values of shape {value.shape}")
+        if not np.isfinite(value.dequantize()).all():
+            raise ValueError(f"parameter {name!r} ({value.type_name}) contains NaN or inf")
+        return value
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "fiu":
+        raise TypeError(f"parameter {name!r}: expected a numeric array, got dtype {arr.dtype}")
+    if arr.shape != shape:
+        raise ValueError(f"parameter {name!r}: expected shape {shape}, got {arr.shape}")
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    if not np.isfinite(arr).all():
+        raise ValueError(f"parameter {name!r} contains NaN or inf")
+    return arr
 
 
 def uniform_init(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:

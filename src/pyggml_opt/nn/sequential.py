@@ -10,7 +10,8 @@ from .layers import Layer
 from .layers.activations import ReLU
 from .layers.base import combined, own_tensors, prefixed
 from .layers.conv import MaxPool2d
-from .network import Network, NetworkShapes, SummaryRow
+from .network import Network, NetworkShapes
+from .summary import SummaryRow
 from .ops import Tensor
 from .registry import deserialize, serialize
 
