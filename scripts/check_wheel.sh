@@ -194,7 +194,7 @@ bad = []
 for need in ["pyproject.toml", "CMakeLists.txt", "LICENSE", "README.md", "PKG-INFO", "vendor/VENDORED.md",
              "vendor/ggml/CMakeLists.txt", "vendor/ggml/LICENSE", "vendor/ggml/include/ggml.h",
              "vendor/ggml/src/ggml.c", "vendor/ggml/src/ggml-cpu/CMakeLists.txt", "vendor/ggml/src/ggml-cuda/CMakeLists.txt",
-             "vendor/ggml/src/ggml-metal/ggml-metal.metal", "vendor/ggml/tests/test-backend-ops.cpp",
+             "vendor/ggml/src/ggml-metal/kernels/common.h", "vendor/ggml/tests/test-backend-ops.cpp",
              "src/pyggml_opt/_ffi_build.py", "src/pyggml_opt/py.typed", "tests/ggml/c/CMakeLists.txt"]:
     if need not in names:
         bad.append(f"missing {need}")
