@@ -450,3 +450,63 @@ def test_padding_mask_hides_padded_keys(sched):
         s = q[row] @ k[row, :, :keep].transpose(0, 2, 1) / 2.0
         a = np.exp(s - s.max(-1, keepdims=True))
         np.testing.assert_allclose(got[row], (a / a.sum(-1, keepdims=True)) @ v[row, :, :keep], rtol=0, atol=1e-5)
+
+
+# ---- a value picked per row (the token-id cross-entropy's target logits) ------------------------------
+PICK_IDS = np.array([3, 0, 6, 6, 1], np.float32)  # (5,) ids into rows of 7, a repeated one among them
+
+
+def np_log_sum_exp(a):
+    m = a.max(axis=-1, keepdims=True)
+    return m + np.log(np.exp(a - m).sum(axis=-1, keepdims=True))
+
+
+def test_pick_matches_numpy_and_finite_differences(sched):
+    """ops.pick is a[i, ids[i]] (n, 1) and its gradient puts each row's gradient on its picked value
+    alone (vendor patch 0042: the backward pass of a batched GET_ROWS)."""
+    a = np.random.default_rng(5).normal(size=(5, 7)).astype(np.float32)
+
+    def fn(x, ids):
+        return ops.pick(x, ops.to_int32(ids))
+
+    out, shape, _ = run_graph(sched, fn, [a, PICK_IDS])
+    assert shape == (5, 1)
+    np.testing.assert_array_equal(out[:, 0], a[np.arange(5), PICK_IDS.astype(int)])  # a copy: exact
+    grads = check_op_gradients(sched, fn, lambda x, ids: x[np.arange(5), ids.astype(int)][:, None],
+                               [a, PICK_IDS], grad_of=(0,))
+    untouched = np.ones_like(a, dtype=bool)
+    untouched[np.arange(5), PICK_IDS.astype(int)] = False
+    assert (grads[0][untouched] == 0).all()
+
+
+def test_token_cross_entropy_graph_matches_float64(sched):
+    """Per token: log-sum-exp of the logits minus the target's logit, built from log_sum_exp and pick;
+    value and gradient against float64 numpy (the tolerances of the module's docstring)."""
+    a = np.random.default_rng(6).normal(scale=3.0, size=(5, 7)).astype(np.float32)
+
+    def fn(x, ids):
+        shifted, log_denominator = ops.log_sum_exp(x)
+        return ops.sub(log_denominator, ops.pick(shifted, ops.to_int32(ids)))
+
+    def ref(x, ids):
+        return np_log_sum_exp(x) - x[np.arange(5), ids.astype(int)][:, None]
+
+    out, shape, _ = run_graph(sched, fn, [a, PICK_IDS])
+    assert shape == (5, 1)
+    np.testing.assert_allclose(out, ref(a.astype(np.float64), PICK_IDS), rtol=1e-5, atol=1e-6)
+    check_op_gradients(sched, fn, ref, [a, PICK_IDS], grad_of=(0,))
+
+
+@pytest.mark.parametrize("ids, shape, error", [
+    (np.zeros(4, np.float32), (5, 7), TypeError),   # one id too few
+    (np.zeros(5, np.float32), (5, 7, 1), ValueError),  # not a (n, k) tensor
+])
+def test_pick_refuses_mismatched_ids(sched, ids, shape, error):
+    a = np.zeros(shape, np.float32)
+    with pytest.raises(error, match="pick"):
+        run_graph(sched, lambda x, i: ops.pick(x, ops.to_int32(i)), [a, ids])
+
+
+def test_pick_refuses_float_ids(sched):
+    with pytest.raises(TypeError, match="int32"):
+        run_graph(sched, lambda x, i: ops.pick(x, i), [np.zeros((5, 7), np.float32), PICK_IDS])

@@ -31,16 +31,15 @@ class CrossEntropy(Loss):
         if (rows < 0).any() or not np.allclose(rows.sum(axis=1), 1.0, atol=1e-3):
             raise ValueError(f"{name}: {self.name} targets must be one-hot or probability rows (>= 0, summing to 1)")
 
-    def graph_constants(self, output_shape: tuple[int, ...]) -> dict[str, np.ndarray]:
-        # sequence outputs (T, V): token ids become one-hot rows in the graph, through this table
-        return {"one_hot": np.eye(output_shape[1], dtype=np.float32)} if len(output_shape) == 2 else {}
-
     def per_sample(self, outputs: Tensor, y: Tensor, constants: dict[str, Tensor]) -> Tensor:
         if outputs.ndim == 3:   # token ids (n, T): the mean over a sample's tokens
+            # each token's log-sum-exp minus its target's logit, picked by id: no one-hot labels, so the
+            # graph's memory is a few logits-sized tensors whatever the vocabulary (one-hot rows of
+            # every token would be tokens x vocab floats)
             n, steps, vocab = outputs.shape
-            targets = ops.reshape(ops.embedding(ops.to_int32(y), constants["one_hot"]), n * steps, vocab)
-            per_token = self.per_sample(ops.reshape(outputs, n * steps, vocab), targets, constants)
-            return ops.mean(ops.reshape(per_token, n, steps))
+            shifted, log_denominator = ops.log_sum_exp(ops.reshape(outputs, n * steps, vocab))
+            target = ops.pick(shifted, ops.reshape(ops.to_int32(y), n * steps))
+            return ops.mean(ops.reshape(ops.sub(log_denominator, target), n, steps))
         return ops.neg(ops.sum_rows(ops.mul(y, ops.log_softmax(outputs))))
 
     def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:

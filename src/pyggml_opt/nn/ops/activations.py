@@ -38,16 +38,29 @@ def softmax(a: Tensor) -> Tensor:
     return wrap(lib.ggml_soft_max(graph_context(a).ptr, a.ptr), a)
 
 
+def log_sum_exp(a: Tensor) -> tuple[Tensor, Tensor]:
+    """``(a - m, log(sum(exp(a - m))))`` of a (n, k), m each row's maximum: the shifted logits (n, k)
+    and the log of their softmax denominator (n, 1), differentiable and finite for any logits.
+
+    The logits' log-sum-exp is m plus the second; a log-softmax is the first minus the second (a
+    cross-entropy picks from the first). m comes from max pooling over the row (ggml has no
+    differentiable row max); its gradient cancels exactly in both."""
+    check_tensor("a", a)
+    if a.ndim != 2:
+        raise ValueError(f"log_sum_exp: expected a (n, k) tensor, got shape {a.shape}")
+    n, k = a.shape
+    m = reshape(pool_2d(reshape(a, n, 1, 1, k), "max", (1, k)), n, 1)
+    shifted = sub(a, m)
+    return shifted, log(sum_rows(exp(shifted)))
+
+
 def log_softmax(a: Tensor) -> Tensor:
     """log(softmax) over the last axis of a (n, k), differentiable and finite for any logits.
 
     log(softmax(a)) would be log(0) = -inf once a probability underflows float32; here the row
-    maximum m is taken out first: (a - m) - log(sum(exp(a - m))). m comes from max pooling over the
-    row (ggml has no differentiable row max); its gradient cancels exactly in the formula."""
+    maximum is taken out first (``log_sum_exp``)."""
     check_tensor("a", a)
     if a.ndim != 2:
         raise ValueError(f"log_softmax: expected a (n, k) tensor, got shape {a.shape}")
-    n, k = a.shape
-    m = reshape(pool_2d(reshape(a, n, 1, 1, k), "max", (1, k)), n, 1)
-    shifted = sub(a, m)
-    return sub(shifted, log(sum_rows(exp(shifted))))
+    shifted, log_denominator = log_sum_exp(a)
+    return sub(shifted, log_denominator)

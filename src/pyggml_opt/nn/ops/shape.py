@@ -135,6 +135,28 @@ def embedding(ids: Tensor, table: Tensor) -> Tensor:
     return wrap(lib.ggml_reshape_3d(ctx, rows.ptr, table.shape[1], steps, n), rows, ndim=3)
 
 
+def pick(a: Tensor, ids: Tensor) -> Tensor:
+    """``a[i, ids[i]]`` of a (n, k) tensor and int32 ``ids`` (n,): (n, 1), differentiable in ``a``.
+
+    One batched GET_ROWS over ``a`` seen as n matrices of k one-value rows (the index of a value never
+    exceeds k, so no flat index i * k + id is formed); its backward pass scatters each gradient into
+    its row's picked value (vendor patch 0042; CUDA runs that node on the CPU). Ids outside [0, k)
+    fail the computation on the CPU as ``embedding``'s do."""
+    check_tensor("a", a)
+    check_tensor("ids", ids)
+    if a.ndim != 2:
+        raise ValueError(f"pick: expected a (n, k) tensor, got shape {a.shape}")
+    if ids.ptr.type != lib.GGML_TYPE_I32 or ids.shape != (a.shape[0],):
+        raise TypeError(f"pick: ids must be an int32 ({a.shape[0]},) tensor, got a "
+                        f"{c_str(lib.ggml_type_name(ids.ptr.type))} tensor of shape {ids.shape}")
+    n, k = a.shape
+    ctx = graph_context(a, ids).ptr
+    table = wrap(lib.ggml_reshape_3d(ctx, contiguous(a).ptr, 1, k, n), a, ndim=3)
+    index = wrap(lib.ggml_reshape_2d(ctx, contiguous(ids).ptr, 1, n), ids, ndim=2)
+    picked = wrap(lib.ggml_get_rows(ctx, table.ptr, index.ptr), table, index, ndim=3)
+    return wrap(lib.ggml_reshape_2d(ctx, picked.ptr, 1, n), picked, ndim=2)
+
+
 def to_int32(a: Tensor) -> Tensor:
     """Float values as int32 (ggml_cast, truncating toward zero): ids that travelled as floats. No gradient
     flows through it. Values beyond int32's range have no defined result (x86 gives -2^31): as ids, an
