@@ -33,6 +33,22 @@ def test_builders_bound_the_context_and_take_bools_only(builder):
     with pytest.raises(TypeError, match="head_bias must be True or False, got None"):
         pgo.models.gpt(V, T, 8, 1, 2, head_bias=None)
     assert builder(V, T, 8, 1, 2, tie_embeddings=np.bool_(True)).tied
+    with pytest.raises(TypeError, match="build must be True or False, got 0"):
+        builder(V, T, 8, 1, 2, build=0)
+
+
+@pytest.mark.parametrize("builder", [pgo.models.gpt, pgo.models.llama])
+def test_builders_without_build_make_no_weights(builder):
+    """build=False: the architecture alone, filled by build_with_weights with the arrays given (as a
+    file's loading does: no random weights first)."""
+    unbuilt = builder(V, T, 8, 1, 2, build=False)
+    assert not unbuilt.built and unbuilt.loss == "cross_entropy"
+    with pytest.raises(ValueError, match="not built"):
+        unbuilt.get_weights()
+    reference = builder(V, T, 8, 1, 2)
+    unbuilt.build_with_weights((T,), reference.get_weights())
+    x = np.arange(2 * T, dtype=np.int32).reshape(2, T) % V
+    np.testing.assert_array_equal(unbuilt.predict(x), reference.predict(x))
 
 
 def test_generate_refuses_a_tokenizer_of_another_vocabulary(lm):

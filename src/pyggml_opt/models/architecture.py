@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from ..checks import check_int
+from ..checks import check_bool, check_int
 from ..nn import Network, serialize
 from ..nn.layers import Embedding, Layer
 from ..nn.losses import CrossEntropy
@@ -35,10 +35,13 @@ def token_embedding(vocab_size: int, dim: int, tie_embeddings: bool) -> Embeddin
     return Embedding(vocab_size, dim, name="tok", init_std=dim ** -0.5 if tie_embeddings else 1.0)
 
 
-def language_model(layers: list[Layer], context: int, tie_embeddings: bool = False) -> Sequential:
+def language_model(layers: list[Layer], context: int, tie_embeddings: bool = False, build: bool = True) -> Sequential:
     """A Sequential of ``layers`` taking windows of ``context`` ids, trained with cross-entropy; with
-    ``tie_embeddings`` its output layer "head" uses the token embedding "tok" as its weight."""
-    model = Sequential(layers, input_shape=(context,), tied=TIED if tie_embeddings else None)
+    ``tie_embeddings`` its output layer "head" uses the token embedding "tok" as its weight. Built
+    (random weights) unless ``build`` is False: then the architecture alone, for
+    ``build_with_weights((context,), weights)`` (a file's weights) or a comparison of configurations."""
+    build = check_bool("build", build)
+    model = Sequential(layers, input_shape=(context,) if build else None, tied=TIED if tie_embeddings else None)
     model.loss = LOSS
     return model
 
@@ -76,7 +79,7 @@ def hyperparameters_of(model: Network, guess: Guess, builder: Builder) -> dict[s
     if h is None:
         return None
     try:
-        same = serialize(builder(**h)) == serialize(model)
+        same = serialize(builder(**h, build=False)) == serialize(model)
     except ValueError:
         return None
     return h if same else None
@@ -97,7 +100,7 @@ def first_difference(model: Network, guess: Guess, builder: Builder, what: str, 
             return f"it has no blocks: a {what} is made of {outline}"
         return f"layer {odd[0]} ({odd[1]!r} named {odd[1].name!r}) does not map: a {what} is made of {outline}"
     try:
-        reference = builder(**h).layers if h is not None else []
+        reference = builder(**h, build=False).layers if h is not None else []
     except ValueError as exc:
         return f"its hyperparameters do not make a {what} ({exc})"
     if ties_embeddings(model) is None:

@@ -38,7 +38,8 @@ POSITIONS = ("learned", "rope")
 
 
 def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dropout: float = 0.0,
-        positions: str = "learned", head_bias: bool = True, tie_embeddings: bool = False) -> Sequential:
+        positions: str = "learned", head_bias: bool = True, tie_embeddings: bool = False,
+        build: bool = True) -> Sequential:
     """A GPT-2 style language model: (n, context) int32 token ids -> (n, context, vocab_size) logits.
 
     Token embedding, learnt positions (``positions="learned"``; or ``"rope"``: rotary embeddings in
@@ -48,7 +49,8 @@ def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dr
     none, so only such a gpt saves for llama.cpp) whose weight is the token embedding itself with
     ``tie_embeddings`` (GPT-2's; one parameter ``tok.weight``), else one of its own. Train it with the cross-entropy
     loss (fit's default) on labels (n, context) (the next id of every step) and sample from it with
-    ``model.generate``.
+    ``model.generate``. With ``build=False`` the model has no weights yet (``build_with_weights((context,),
+    weights)`` gives it those of a file, with no random ones made first).
     """
     vocab_size, context = check_int("vocab_size", vocab_size), check_context(context)
     dim, n_layers, n_heads = check_int("dim", dim), check_int("n_layers", n_layers), check_int("n_heads", n_heads)
@@ -63,7 +65,7 @@ def gpt(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, dr
         layers.append(Dropout(dropout, name="drop"))
     layers += [TransformerBlock(dim, n_heads, dropout=dropout, rope=rope, name=f"blk{i}") for i in range(n_layers)]
     layers += [LayerNorm(dim, name="ln_f"), Linear(dim, vocab_size, bias=head_bias, name="head")]
-    return language_model(layers, context, tie_embeddings)
+    return language_model(layers, context, tie_embeddings, build)
 
 
 def guess_hyperparameters(model: Network) -> dict[str, Any] | None:
@@ -98,8 +100,8 @@ def _metadata(model: Network) -> dict[str, object]:
 
 
 
-def _build(f: GGUFFile) -> Network:
-    """The gpt a file describes, once its hyperparameters agree with its tensors (checked before the
+def _build(f: GGUFFile) -> tuple[Network, tuple[int, ...]]:
+    """The gpt a file describes (unbuilt) and its input shape, once its hyperparameters agree with its tensors (checked before the
     model exists: corrupt sizes must not allocate)."""
     p = ARCHITECTURE
     keys = {"vocab_size": "vocab_size", "context": "context_length", "dim": "embedding_length",
@@ -121,7 +123,7 @@ def _build(f: GGUFFile) -> Network:
         raise ValueError(f"corrupt {p} file: its hyperparameters {h} disagree with its tensors "
                          f"({found}, {blocks} blocks)")
     try:
-        return gpt(**h)
+        return gpt(**h, build=False), (h["context"],)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"corrupt {p} hyperparameters ({exc})") from None
 

@@ -22,7 +22,7 @@ def default_ffn_dim(dim: int) -> int:
 
 def llama(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, n_kv_heads: int | None = None,
           ffn_dim: int | None = None, rope_theta: float = 10000.0, norm_eps: float = 1e-5,
-          tie_embeddings: bool = False) -> Sequential:
+          tie_embeddings: bool = False, build: bool = True) -> Sequential:
     """A Llama language model: (n, context) int32 token ids -> (n, context, vocab_size) logits.
 
     Token embedding ``tok``, ``n_layers`` ``LlamaBlock`` s ``blk<i>`` (RMSNorm, causal grouped-query
@@ -33,6 +33,8 @@ def llama(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, 
     ``norm_eps``. With ``tie_embeddings`` the output layer's weight is the token embedding itself (one
     parameter ``tok.weight``, vocab_size * dim fewer; llama.cpp's files then have no ``output.weight``). Train it with the cross-entropy loss (fit's default) on the next id of every step, sample with
     ``model.generate``, and save it for llama.cpp with ``model.save(path, tokenizer=tok)``.
+    With ``build=False`` the model has no weights yet (``build_with_weights((context,), weights)``
+    gives it those of a file, with no random ones made first).
     """
     vocab_size, context = check_int("vocab_size", vocab_size), check_context(context)
     tie_embeddings = check_bool("tie_embeddings", tie_embeddings)
@@ -43,7 +45,7 @@ def llama(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, 
     layers = [token_embedding(vocab_size, dim, tie_embeddings),
               *(LlamaBlock(dim, n_heads, n_kv_heads, ffn_dim, rope_theta, norm_eps, name=f"blk{i}") for i in range(n_layers)),
               RMSNorm(dim, norm_eps, name="norm"), Linear(dim, vocab_size, bias=False, name="head")]
-    return language_model(layers, context, tie_embeddings)
+    return language_model(layers, context, tie_embeddings, build)
 
 
 def guess_hyperparameters(model: Network) -> dict[str, Any] | None:

@@ -148,7 +148,7 @@ def _gpt2_metadata(model: Network) -> dict[str, object]:
             "gpt2.vocab_size": _u32(h["vocab_size"]), OWN_HYPERPARAMETERS: json.dumps(h)}
 
 
-def _gpt2_build(f: GGUFFile) -> Network:
+def _gpt2_build(f: GGUFFile) -> tuple[Network, tuple[int, ...]]:
     h = _read_keys(f, "gpt2", {"context": "context_length", "dim": "embedding_length", "n_layers": "block_count",
                                "n_heads": "attention.head_count", "ffn": "feed_forward_length"},
                    {"eps": "attention.layer_norm_epsilon"})
@@ -175,7 +175,7 @@ def _llama_metadata(model: Network) -> dict[str, object]:
             OWN_HYPERPARAMETERS: json.dumps(h)}
 
 
-def _llama_build(f: GGUFFile) -> Network:
+def _llama_build(f: GGUFFile) -> tuple[Network, tuple[int, ...]]:
     h = _read_keys(f, "llama", {"context": "context_length", "dim": "embedding_length", "n_layers": "block_count",
                                 "n_heads": "attention.head_count", "ffn_dim": "feed_forward_length"},
                    {"norm_eps": "attention.layer_norm_rms_epsilon"})
@@ -237,8 +237,9 @@ def _check_sizes(f: GGUFFile, arch: str, h: dict[str, Any], more: dict[str, tupl
                          f"{h['vocab_size']} rows (llama.cpp needs one vocabulary size)")
 
 
-def _model(f: GGUFFile, args: dict[str, Any], builder: Callable[..., Network], tensors: TensorMap) -> Network:
-    """``builder``'s model for a file's hyperparameters ``args``, with pyggml_opt's exact values
+def _model(f: GGUFFile, args: dict[str, Any], builder: Callable[..., Network],
+           tensors: TensorMap) -> tuple[Network, tuple[int, ...]]:
+    """``builder``'s model (unbuilt) and its input shape for a file's hyperparameters ``args``, with pyggml_opt's exact values
     (``OWN_HYPERPARAMETERS``) where the file has them and they agree (floats as float32, as the
     llama.cpp keys store them); ValueError if the file's tensors are not that model's."""
     own = f.get(OWN_HYPERPARAMETERS)
@@ -249,16 +250,16 @@ def _model(f: GGUFFile, args: dict[str, Any], builder: Callable[..., Network], t
     if isinstance(exact, dict) and all(_agrees(exact.get(k), v) for k, v in args.items()):
         args = {**args, **exact}
     try:
-        model = builder(**args)
+        model = builder(**args, build=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"corrupt {f.get('general.architecture')} hyperparameters ({exc})") from None
-    assert model.input_shape is not None  # the builders fix it
-    names = model.shapes_for(model.input_shape)
+    input_shape = (args["context"],)
+    names = model.shapes_for(input_shape)
     expected, found = tensors.file_names(list(names)), set(f.tensor_names())
     if expected != found:
         raise ValueError(f"the file's tensors are not a {f.get('general.architecture')} of its hyperparameters: "
                          f"missing {sorted(expected - found)[:5]}, unexpected {sorted(found - expected)[:5]}")
-    return model
+    return model, input_shape
 
 
 def _agrees(exact: object, file_value: object) -> bool:

@@ -77,7 +77,7 @@ def _dense_from_ggml(name: str, w: np.ndarray) -> np.ndarray:
     return w.reshape(-1, h, hw, c).transpose(0, 3, 1, 2).reshape(w.shape[0], -1)
 
 
-register_format(FileFormat("mnist-fc", _matcher(_fc_layers(MNIST_NHIDDEN)), lambda f: mnist_fc(),
+register_format(FileFormat("mnist-fc", _matcher(_fc_layers(MNIST_NHIDDEN)), lambda f: (Sequential(_fc_layers(MNIST_NHIDDEN)), (MNIST_NINPUT,)),
                            default_loss=CrossEntropy.name))
-register_format(FileFormat("mnist-cnn", _matcher(_cnn_layers()), lambda f: mnist_cnn(), _dense_to_ggml, _dense_from_ggml,
+register_format(FileFormat("mnist-cnn", _matcher(_cnn_layers()), lambda f: (Sequential(_cnn_layers()), (MNIST_NINPUT,)), _dense_to_ggml, _dense_from_ggml,
                            default_loss=CrossEntropy.name))

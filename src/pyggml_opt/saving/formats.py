@@ -38,8 +38,9 @@ class FileFormat:
 
     architecture: str
     matches: Callable[[Network], bool]          # does this (built) model save in this layout?
-    # a model for an open file of this layout (its keys may hold hyperparameters); ValueError if corrupt
-    build: Callable[[GGUFFile], Network]
+    # the model of an open file of this layout (its keys may hold hyperparameters), not built yet (the
+    # file's weights are its first ones), and the input shape to build it for; ValueError if corrupt
+    build: Callable[[GGUFFile], "tuple[Network, tuple[int, ...]]"]
     to_file: Callable[[str, np.ndarray], np.ndarray] = _same    # parameter -> file tensor
     from_file: Callable[[str, np.ndarray], np.ndarray] = _same  # file tensor -> parameter
     default_loss: str | None = None             # for files that do not say

@@ -29,11 +29,10 @@ import numpy as np
 from ..checks import check_choice
 from ..core import GGUFFile
 from ..core.tensor_data import Quantized, Weight
-from ..data import BPETokenizer, CharTokenizer
+from ..text import BPETokenizer, CharTokenizer, vocab_metadata
 from ..nn import Network, check_rebuilds, deserialize, serialize
 from ..nn.losses import loss_entry
 from .formats import GENERIC, LAYOUTS, FileFormat, format_named, format_of, formats_in, known_architectures
-from .llama_vocab import vocab_metadata
 
 # llama.cpp's general.file_type (llama.h: enum llama_ftype): what most of the weights are stored as
 FILE_TYPES = {"f32": 0, "q4_0": 2, "q8_0": 7}
@@ -196,9 +195,11 @@ def load_metadata(path: str | os.PathLike[str]) -> dict[str, object]:
     return values
 
 
-def read_weights(f: GGUFFile, model: Network) -> dict[str, Weight]:
-    """``model``'s parameters from an open file, checked (presence, shape, dtype, finite values)."""
-    return as_model_takes(read_tensors(f, model.param_shapes), model)
+def read_weights(f: GGUFFile, model: Network, input_shape: tuple[int, ...] | None = None) -> dict[str, Weight]:
+    """``model``'s parameters from an open file, checked (presence, shape, dtype, finite values): those
+    it has, or, for an unbuilt model, those it will have when built for ``input_shape``."""
+    shapes = model.param_shapes if input_shape is None else model.shapes_for(input_shape)
+    return as_model_takes(read_tensors(f, shapes), model)
 
 
 def as_model_takes(weights: dict[str, Weight], model: Network) -> dict[str, Weight]:
@@ -260,8 +261,10 @@ def load(path: str | os.PathLike[str]) -> Network:
             raise ValueError(f"{path!r} has no string 'general.architecture'; not a model file")
         fmt = format_named(arch)
         if fmt is not None:
-            model, loss = fmt.build(f), f.get("pyggml_opt.loss") or fmt.default_loss
-            model.set_weights(read_weights(f, model))
+            # the file's arrays become the weights themselves: no random ones first, no second copy
+            model, input_shape = fmt.build(f)
+            model.build_with_weights(input_shape, read_weights(f, model, input_shape))
+            loss = f.get("pyggml_opt.loss") or fmt.default_loss
         elif arch == GENERIC:
             model, loss = _from_config(path, f), f.get("pyggml_opt.loss") or None
         else:
