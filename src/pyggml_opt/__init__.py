@@ -13,7 +13,7 @@ checkpoints) -> ``nn`` (ops, layers, networks, graphs) -> ``core`` (one owning o
 -> ``_lib`` (the raw cffi binding, 1:1 with ggml's headers: ``pyggml_opt.ffi``, ``pyggml_opt.lib``).
 """
 from ._lib import ffi, lib  # noqa: F401
-from . import models
+from . import data, models
 from .core import default_n_threads, devices
 from .models import FunctionModel, Model, Sequential
 from .nn import Tensor, layers, ops

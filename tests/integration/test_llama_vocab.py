@@ -1,4 +1,4 @@
-"""Tokenizers under llama.cpp's keys (pyggml_opt.saving.llama_vocab), judged by llama.cpp itself.
+"""Tokenizers under llama.cpp's keys (pyggml_opt.text.llama_vocab), judged by llama.cpp itself.
 
 - pyggml_opt reads llama.cpp's golden GPT-2 vocabulary (tests/integration/llama_vocab/) into a BPETokenizer whose
   ids are the golden ones, and llama.cpp gives the same ids from the file pyggml_opt writes anew;

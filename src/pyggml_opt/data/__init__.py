@@ -11,20 +11,20 @@ Array conventions (numpy, row-major, outermost dimension first; ggml lists the s
   float32 in [0, 1] with ``normalize=True`` (pixel / 255), else uint8 in [0, 255].
 - labels: ``(n,)`` int32 class ids in [0, 10); :data:`CLASS_NAMES` gives their names.
 
-Text: ``CharTokenizer`` (one id per character) and ``BPETokenizer`` (byte-level BPE trained on the
-user's texts, with Hugging Face's ``tokenizers``) turn texts into int32 token ids for ``layers.Embedding``; ``load_fortunes``
-reads Debian's ``fortunes`` package (``/usr/share/games/fortunes/``) as a real text corpus;
-``sliding_windows`` cuts a stream of ids into a language model's (input, next id) pairs, and
-``char_windows`` does it for texts.
+Text: ``load_fortunes`` reads Debian's ``fortunes`` package (``/usr/share/games/fortunes/``) as a real
+text corpus; ``sliding_windows`` cuts a stream of token ids into a language model's (input, next id)
+pairs, and ``char_windows`` does it for texts. The tokenizers that turn texts into int32 token ids for
+``layers.Embedding``, ``CharTokenizer`` and ``BPETokenizer``, live in :mod:`pyggml_opt.text` and are
+re-exported here.
 
-This module depends on numpy and the standard library only; it does not load ggml.
+The data sets depend on numpy and the standard library only (the tokenizers are ``text``'s:
+``BPETokenizer`` needs Hugging Face's ``tokenizers``); nothing here calls ggml.
 """
+from ..text import BPETokenizer, CharTokenizer
 from .fashion_mnist import (CLASS_NAMES, DEBIAN_FASHION_MNIST_DIR, FASHION_MNIST_FILES, default_cache_dir,
                             fashion_mnist_available, load_fashion_mnist, load_fashion_mnist_small, raw_idx_dir)
 from .idx import read_idx, write_idx
-from .bpe import BPETokenizer
-from .text import (DEBIAN_FORTUNES_DIR, CharTokenizer, char_windows, fortune_categories, load_fortunes,
-                   sliding_windows)
+from .text import DEBIAN_FORTUNES_DIR, char_windows, fortune_categories, load_fortunes, sliding_windows
 
 __all__ = ["BPETokenizer", "CLASS_NAMES", "CharTokenizer", "DEBIAN_FASHION_MNIST_DIR", "DEBIAN_FORTUNES_DIR", "FASHION_MNIST_FILES", "char_windows",
            "default_cache_dir", "fashion_mnist_available", "fortune_categories", "load_fashion_mnist",

@@ -39,7 +39,8 @@ import numpy as np
 
 from ..checks import check_choice
 from ..core import GGUFFile
-from ..data import BPETokenizer, CharTokenizer
+from .bpe import BPETokenizer
+from .char import CharTokenizer
 
 # llama.cpp's token types (llama.h: enum llama_token_type)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
