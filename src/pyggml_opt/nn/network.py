@@ -23,7 +23,7 @@ from ..core import Backend
 from ..core.tensor_data import Quantized, Weight
 from .losses import LossSpec
 from .ops import Tensor
-from .params import ParamStore, check_param_name, checked_weight, quantized_types
+from .params import ParamStore, check_param_name, checked_weight, matching_params, quantized_types
 from .shapes import MAX_SAMPLE_AXES
 from .summary import SummaryRow, summary_lines
 from .use_lock import UseLock
@@ -63,6 +63,7 @@ class Network:
         self.backend: str | None = None  # the ggml device the network last ran on (kept by close and copies)
         self._weights: dict[str, Weight] | None = None
         self._quantized: dict[str, str] = {}  # parameters kept quantized: name -> ggml type name
+        self._frozen: frozenset[str] = frozenset()  # float32 parameters kept out of training (``freeze``)
         self._store: ParamStore | None = None
         # Held by each call that uses the network's native state (fit, predict, evaluate, generate, close)
         self.lock = UseLock()
@@ -114,6 +115,34 @@ class Network:
         gives them no gradient and no optimizer step; fit refuses a model that has any), computed with
         as they are stored (ggml's MUL_MAT and GET_ROWS take quantized weights)."""
         return dict(self._quantized)
+
+    def frozen(self) -> frozenset[str]:
+        """The parameters no training step changes (no gradient, optimizer step or weight decay): those
+        ``freeze`` named and those kept quantized."""
+        return self._frozen | self._quantized.keys()
+
+    def freeze(self, *names: str) -> None:
+        """Keep parameters out of training, as Keras's ``layer.trainable = False``: each name a parameter
+        ("head.weight") or a layer's prefix ("tok", "blk0.attn"); no names: every parameter. Copies,
+        pickles, saved files and checkpoints keep it; ``unfreeze`` undoes it."""
+        self._set_frozen(self._frozen | self._trainable_named(names))
+
+    def unfreeze(self, *names: str) -> None:
+        """Train frozen float32 parameters again (names as ``freeze`` takes them; none: all). Parameters
+        kept quantized stay frozen: give them float32 values with ``set_weights`` to train them."""
+        self._set_frozen(self._frozen - self._trainable_named(names))
+
+    def _trainable_named(self, names: tuple[str, ...]) -> frozenset[str]:
+        self.require_built()
+        return matching_params(names, [n for n in self.param_shapes if n not in self._buffers]) - self._quantized.keys()
+
+    def _set_frozen(self, frozen: frozenset[str]) -> None:
+        with self.lock:
+            if frozen != self._frozen:
+                # ggml flags parameters when their tensors are made: the store is made anew at the next use
+                self.check_not_busy("freeze or unfreeze parameters of")
+                self._drop_store()
+                self._frozen = frozen
 
     def quantizable(self) -> frozenset[str]:
         """The parameters that may be kept quantized: those the layers use only as matrices ggml multiplies
@@ -181,6 +210,7 @@ class Network:
             self._drop_store()
             self._weights = weights
             self._quantized = quantized_types(weights)
+            self._frozen = self._frozen & (shapes.tensors.keys() - self._quantized.keys())
         return self
 
     def ensure_built(self, input_shape: Sequence[int], seed: int | None = 0) -> None:
@@ -228,6 +258,7 @@ class Network:
                 self.check_not_busy("set_weights")
                 self._drop_store()
                 self._quantized = quantized
+                self._frozen -= quantized.keys()
             if self._store is not None:
                 self._store.set(clean)
             else:
@@ -254,7 +285,7 @@ class Network:
         weights = self._weights if self._store is None else self.get_weights()
         assert weights is not None  # built: the weights are in the store or here
         self._drop_store()
-        store = ParamStore(self.param_shapes, backend, self.buffer_names(), self._quantized)
+        store = ParamStore(self.param_shapes, backend, self.buffer_names(), self._quantized, self._frozen)
         store.set(weights)
         self._store, self._weights = store, None
         return store
@@ -305,13 +336,15 @@ class Network:
 
     def _copied_state(self) -> dict[str, Any]:
         """What copies and pickles keep besides architecture and weights, by name (a subclass adds to it)."""
-        return {"loss": self.loss}
+        return {"loss": self.loss, "frozen": sorted(self._frozen) or None}
 
     def _restore_copied_state(self, state: dict[str, Any]) -> None:
         """Take ``_copied_state``'s dict back in a copy (ValueError for state this class does not keep:
         it would be lost)."""
         self.loss = state.get("loss")
-        kept = sorted(k for k, v in state.items() if v is not None and k != "loss")
+        if state.get("frozen"):
+            self.freeze(*state["frozen"])
+        kept = sorted(k for k, v in state.items() if v is not None and k not in ("loss", "frozen"))
         if kept:
             raise ValueError(f"a {type(self).__name__} keeps no {kept}")
 
@@ -334,7 +367,7 @@ class Network:
             raise ValueError("This model has not yet been built: call build(input_shape) or fit() first, "
                              "or pass input_shape to the constructor")
         lines = summary_lines(type(self).__name__, self._summary_rows(), self.param_shapes,
-                              self.buffer_names() | self._quantized.keys(), self._quantized)
+                              self.buffer_names() | self.frozen(), self._quantized)
         if print_fn is not None:
             for text in lines:
                 print_fn(text)

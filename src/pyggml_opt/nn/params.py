@@ -53,6 +53,24 @@ def checked_weight(name: str, value: object, shape: tuple[int, ...]) -> Weight:
     return arr
 
 
+def matching_params(names: tuple[str, ...], params: list[str]) -> frozenset[str]:
+    """The parameters of ``params`` that ``names`` name: each a parameter ("head.weight") or the prefix
+    of a layer's ("blk0", "blk0.attn"); no names: all of them. ValueError for a name that matches none
+    (a typo would otherwise freeze nothing)."""
+    if not names:
+        return frozenset(params)
+    found: set[str] = set()
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"parameter names must be str, got {type(name).__name__}")
+        hits = [p for p in params if p == name or p.startswith(name + ".")]
+        if not hits:
+            raise ValueError(f"{name!r} names no parameter of this model (it has {params[:8]}"
+                             f"{' ...' if len(params) > 8 else ''})")
+        found.update(hits)
+    return frozenset(found)
+
+
 def uniform_init(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
     """U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as float32: PyTorch's default for weights and biases."""
     bound = 1.0 / np.sqrt(fan_in)
@@ -66,18 +84,19 @@ def uniform_init(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) 
 
 class ParamStore:
     """Owns a context with one tensor per parameter and the buffer holding them on ``backend``: F32, or
-    the quantized type ``quantized`` names for a parameter kept quantized (frozen).
+    the quantized type ``quantized`` names for a parameter kept quantized (frozen, as are those named
+    in ``frozen``).
 
     Tensor names are the parameter names (they become the GGUF tensor names). ``tensors`` maps
     name -> Tensor (numpy-order shapes). Every F32 tensor but those named in ``buffers`` (state that is
-    not trained) is flagged as a ggml parameter from the start (``ggml_set_param``: ggml-opt gives it
+    not trained) and in ``frozen`` is flagged as a ggml parameter from the start (``ggml_set_param``: ggml-opt gives it
     a gradient and an optimizer step): a graph records its tensors as leafs or nodes by that flag when
     it is built, so flagging them later (at the first fit) made ggml-opt abort on a forward graph
     built before (``dst->n_leafs == src->n_leafs`` when it copies the graph at its first evaluation).
     """
 
     def __init__(self, shapes: dict[str, tuple[int, ...]], backend: Backend, buffers: frozenset[str] = frozenset(),
-                 quantized: Mapping[str, str] | None = None) -> None:
+                 quantized: Mapping[str, str] | None = None, frozen: frozenset[str] = frozenset()) -> None:
         self.ctx = Context(max(1, len(shapes)))
         self.tensors: dict[str, Tensor] = {}
         quantized = quantized or {}
@@ -86,7 +105,7 @@ class ParamStore:
             kind = QUANTIZED_TYPES[quantized[name]] if name in quantized else lib.GGML_TYPE_F32
             t = lib.ggml_new_tensor(self.ctx.ptr, kind, lib.GGML_MAX_DIMS, ffi.new("int64_t[4]", ne))
             lib.ggml_set_name(t, check_param_name(name).encode())
-            if name not in buffers and name not in quantized:
+            if name not in buffers and name not in quantized and name not in frozen:
                 lib.ggml_set_param(t)
             self.tensors[name] = Tensor(t, None, self.ctx, len(shape))
         # ggml allocates no buffer for a context without tensors (a model without parameters)

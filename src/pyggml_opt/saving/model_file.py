@@ -37,7 +37,9 @@ from .formats import GENERIC, LAYOUTS, FileFormat, format_named, format_of, form
 # llama.cpp's general.file_type (llama.h: enum llama_ftype): what most of the weights are stored as
 FILE_TYPES = {"f32": 0, "q4_0": 2, "q8_0": 7}
 # the keys every file of save's has, besides its layout's hyperparameters and its tokenizer's
-WRITTEN = ("general.architecture", "general.file_type", "pyggml_opt.config", "pyggml_opt.input_shape", "pyggml_opt.loss")
+WRITTEN = ("general.architecture", "general.file_type", "pyggml_opt.config", "pyggml_opt.input_shape", "pyggml_opt.loss",
+           "pyggml_opt.frozen")
+FROZEN = "pyggml_opt.frozen"  # the float32 parameters ``freeze`` kept out of training (JSON list; absent: none)
 
 
 
@@ -148,6 +150,9 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         f.set("pyggml_opt.config", config)
         f.set("pyggml_opt.input_shape", json.dumps(list(model.input_shape)))
         f.set("pyggml_opt.loss", loss_entry(model.loss))
+        frozen = sorted(model.frozen() - model.quantized().keys())
+        if frozen:
+            f.set(FROZEN, json.dumps(frozen))
         if layout != GENERIC:
             # what most weights are stored as: the requested type, else the one the model keeps most
             types = list(kept.values())
@@ -270,7 +275,22 @@ def load(path: str | os.PathLike[str]) -> Network:
         else:
             raise ValueError(f"{path!r}: unknown architecture {arch!r} (known: {known_architectures()})")
         model.loss = loss
+        _freeze_as_saved(path, f, model)
         return model
+
+
+def _freeze_as_saved(path: str, f: GGUFFile, model: Network) -> None:
+    """Freeze the parameters the file says were frozen (ValueError for a corrupt list)."""
+    text = f.get(FROZEN)
+    if text is None:
+        return
+    try:
+        names = json.loads(text)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError(f"not a list of names: {text[:80]!r}")
+        model.freeze(*names)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path!r}: corrupt {FROZEN} ({exc})") from None
 
 
 def _from_config(path: str, f: GGUFFile) -> Network:

@@ -52,7 +52,7 @@ from .optimizers import get as get_optimizer
 from .plan import Batching, FitPlan, plan_fit
 from .progress import Progress
 from .session import TrainingSession, exclusive_use, session_for
-from .trainable import Trainable, check_no_quantized, check_trainable
+from .trainable import Trainable, check_has_trainable, check_no_quantized, check_trainable
 
 MAX_EPOCH_STEPS_ENV = "PYGGML_OPT_MAX_EPOCH_STEPS"
 
@@ -293,6 +293,7 @@ def fit(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, epochs: i
     with exclusive_use(model):
         model.check_not_busy("fit")  # fit from one of this fit's callbacks (the lock is re-entrant)
         check_no_quantized(model)  # under the lock: set_weights may change which parameters are quantized
+        check_has_trainable(model)
         session = session_for(model, backend, n_threads)
         model.busy = "fit is running"
         train = None

@@ -79,6 +79,13 @@ def check_no_quantized(model: Trainable) -> None:
                          "float32 values with set_weights")
 
 
+def check_has_trainable(model: Trainable) -> None:
+    """ValueError when every parameter of ``model`` is frozen (or it has none): a fit would change nothing."""
+    if not model.param_shapes.keys() - model.buffer_names() - model.frozen():
+        raise ValueError("this model has no trainable parameters (every one is frozen: model.unfreeze(...) trains "
+                         "them again); fit would change nothing")
+
+
 def check_trainable(obj: object) -> Trainable:
     """TypeError unless ``obj`` is a model fit can train (a ``pgo.Sequential``, ``pgo.FunctionModel`` ...)."""
     if not isinstance(obj, Trainable):
