@@ -127,7 +127,7 @@ def _tokens(n=24, seed=0):
 @pytest.mark.parametrize("other,differs", [
     (dict(n_layers=1), "layers"),
     (dict(n_heads=4), "n_heads"),
-    (dict(positions="rope"), "layers"),
+    (dict(positions="rope"), "positions"),  # the argument itself, a language model carrying its arguments
 ], ids=["1-layer-from-2-layer", "4-heads-from-2-heads", "rope-from-learned"])
 def test_resuming_another_architecture_is_refused_before_any_change(tmp_path, other, differs):
     x, y = _tokens()

@@ -9,7 +9,7 @@ import pytest
 import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt.data import CharTokenizer
-from pyggml_opt.models.llama_cpp import GPT2, LLAMA
+from pyggml_opt.models.lm import GPT2, LLAMA
 from support.llama_numpy import gpt2_logits, llama_logits
 from support import FAST, check_gradients
 from support.numerics import finite_differences
@@ -30,7 +30,7 @@ def llama_keys(kv, eps=1e-5, base=500.0, layers=2):
 
 
 def numpy_logits(w, x, kv):
-    t = LLAMA.to_file({k: np.asarray(v, np.float64) for k, v in w.items()})
+    t = LLAMA.tensors.to_file({k: np.asarray(v, np.float64) for k, v in w.items()})
     return np.stack([llama_logits(llama_keys(kv), t, ids) for ids in x])
 
 
@@ -184,7 +184,7 @@ def test_tied_gpt_saves_as_gpt2_without_an_output_tensor(tmp_path):
         assert back.get_config() == m.get_config() and "head.weight" not in back.param_shapes
     x = tokens()
     keys = {"gpt2.attention.head_count": H, "gpt2.attention.layer_norm_epsilon": 1e-5, "gpt2.block_count": 2}
-    t = GPT2.to_file({k: v.astype(np.float64) for k, v in m.get_weights().items()})
+    t = GPT2.tensors.to_file({k: v.astype(np.float64) for k, v in m.get_weights().items()})
     assert "output.weight" not in t
     np.testing.assert_allclose(m.predict(x, logits=True), np.stack([gpt2_logits(keys, t, ids) for ids in x]),
                                rtol=0, atol=3e-6)
@@ -225,7 +225,7 @@ def test_gpt_saves_as_gpt2_and_loads_as_the_same_model(tmp_path):
     ours = m.predict(x, logits=True)
     np.testing.assert_array_equal(back.predict(x, logits=True), ours)
     keys = {"gpt2.attention.head_count": H, "gpt2.attention.layer_norm_epsilon": 1e-5, "gpt2.block_count": 2}
-    t = GPT2.to_file({k: v.astype(np.float64) for k, v in w.items()})
+    t = GPT2.tensors.to_file({k: v.astype(np.float64) for k, v in w.items()})
     np.testing.assert_allclose(ours, np.stack([gpt2_logits(keys, t, ids) for ids in x]), rtol=0, atol=3e-6)
 
 
@@ -241,11 +241,11 @@ def test_models_llama_cpp_cannot_run_are_refused_naming_the_layer(tmp_path):
     with pytest.raises(ValueError, match="layer 1 .*'blk0'.*does not map"):
         rope.save(tmp_path / "x.gguf", tokenizer=TOK)
     with pytest.raises(ValueError, match="needs the model's tokenizer"):
-        small_llama().save(tmp_path / "x.gguf", layout="llama.cpp")
+        small_llama().save(tmp_path / "x.gguf", format="llama.cpp")
     with pytest.raises(ValueError, match="the tokenizer has 31 tokens"):
         pgo.models.llama(V + 1, T, D, 1, H).save(tmp_path / "x.gguf", tokenizer=TOK)
-    with pytest.raises(ValueError, match="layout"):
-        small_llama().save(tmp_path / "x.gguf", layout="onnx")
+    with pytest.raises(ValueError, match="format must be one of"):
+        small_llama().save(tmp_path / "x.gguf", format="onnx")
     assert not (tmp_path / "x.gguf").exists()
 
 
@@ -270,7 +270,7 @@ def test_q8_0_blocks_hold_each_value_within_half_a_step():
 
 def test_quantized_llama_cpp_files(tmp_path):
     m = small_llama()
-    with pytest.raises(ValueError, match="quantize needs layout='llama.cpp'"):
+    with pytest.raises(ValueError, match="quantize needs format=.llama.cpp."):
         m.save(tmp_path / "x.gguf", quantize="q8_0")
     with pytest.raises(ValueError, match="quantize"):
         m.save(tmp_path / "x.gguf", tokenizer=TOK, quantize="q5_k")
@@ -297,7 +297,7 @@ def test_a_quantized_file_computes_with_its_weights_as_stored(tmp_path, quantize
     assert all(isinstance(weights[n], pgo.core.tensor_data.Quantized) for n in kept)
     dense = {n: w.dequantize() if n in kept else w for n, w in weights.items()}
     x = tokens()
-    t = LLAMA.to_file({k: np.asarray(v, np.float64) for k, v in dense.items()})
+    t = LLAMA.tensors.to_file({k: np.asarray(v, np.float64) for k, v in dense.items()})
     keys = {**llama_keys(2, base=10000.0), "llama.attention.head_count": 4}
     ref = np.stack([llama_logits(keys, t, ids) for ids in x])
     got = back.predict(x, logits=True)

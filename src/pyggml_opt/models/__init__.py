@@ -1,8 +1,8 @@
-"""User-facing models: ``Model``, ``Sequential``, ``FunctionModel`` and the model zoo."""
-from .gpt import gpt
-from .llama import llama
-from . import llama_cpp  # registers llama.cpp's gpt2 and llama layouts
+"""User-facing models: ``Model``, ``Sequential``, ``FunctionModel``, the language models (``lm``) and
+the model zoo."""
 from .model import FunctionModel, Model, Sequential
+from .lm import GPTArgs, LanguageModel, LlamaArgs, ModelArgs, gpt, llama
 from .zoo import mnist_cnn, mnist_fc
 
-__all__ = ["FunctionModel", "Model", "Sequential", "gpt", "llama", "mnist_cnn", "mnist_fc"]
+__all__ = ["FunctionModel", "GPTArgs", "LanguageModel", "LlamaArgs", "Model", "ModelArgs", "Sequential", "gpt", "llama",
+           "mnist_cnn", "mnist_fc"]

@@ -16,13 +16,14 @@ Q4_0 tensors (``save(..., quantize=)``, or another tool's file) load as paramete
 
 Which layout: ``save(model, path)`` writes pyggml_opt's own (the generic one, or a registered format
 such as "pyggml-gpt"); ``save(model, path, tokenizer=tok)`` writes llama.cpp's (``gpt2`` for a gpt,
-``llama`` for a llama: files llama.cpp runs, with the tokenizer inside); ``layout=`` chooses
+``llama`` for a llama: files llama.cpp runs, with the tokenizer inside); ``format=`` chooses
 explicitly. ``load`` reads every layout back into the same model.
 """
 from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import numpy as np
 
@@ -72,11 +73,22 @@ def check_architecture(f: GGUFFile, model: Network, what: str) -> None:
             return
         raise ValueError(f"{what}: corrupt pyggml_opt metadata (no architecture to compare)") from None
     ours = json.loads(config_entry(model))
+    if isinstance(theirs, dict) and theirs.get("class") == "Sequential":
+        ours = _as_plain_sequential(ours)
     if theirs != ours:
         raise ValueError(f"{what} was written for another architecture: {_first_difference(theirs, ours)}")
     if shape != list(model.input_shape):
         raise ValueError(f"{what} was written for samples of shape {tuple(shape)}, this model takes "
                          f"{model.input_shape}")
+
+
+def _as_plain_sequential(spec: dict) -> dict:
+    """A language model's configuration as earlier versions wrote it: a Sequential of the same layers,
+    without the arguments (``models.LanguageModel``'s ``args``)."""
+    config = spec.get("config")
+    if isinstance(config, dict) and "args" in config:
+        return {"class": "Sequential", "config": {k: v for k, v in config.items() if k != "args"}}
+    return spec
 
 
 def _first_difference(theirs: object, ours: object, where: str = "") -> str:
@@ -94,16 +106,17 @@ def _first_difference(theirs: object, ours: object, where: str = "") -> str:
 
 def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] | None = None,
          extra_tensors: dict[str, np.ndarray] | None = None, *,
-         tokenizer: BPETokenizer | CharTokenizer | None = None, layout: str | None = None,
-         quantize: str | None = None) -> None:
+         tokenizer: BPETokenizer | CharTokenizer | None = None, format: str | None = None,
+         quantize: str | None = None, layout: str | None = None) -> None:
     """Write ``model`` to ``path`` (GGUF). The file is replaced atomically.
 
-    tokenizer: written inside the file under llama.cpp's ``tokenizer.ggml.*`` keys; its vocabulary
-       size must equal the model's (the rows of its token embedding).
-    layout: "pyggml_opt" (the default without a tokenizer) or "llama.cpp" (the default with one): a
-       file llama.cpp runs (llama-cli, llama-server, llama-cpp-python), a ``gpt`` as llama.cpp's
-       ``gpt2`` architecture, a ``llama`` as ``llama``; ValueError naming the first layer that does not
-       map for any other model. Both load back with ``load``.
+    format: "pyggml_opt" (pyggml_opt's own layout) or "llama.cpp": a file llama.cpp runs (llama-cli,
+       llama-server, llama-cpp-python), a ``gpt`` as llama.cpp's ``gpt2`` architecture, a ``llama`` as
+       ``llama``, with the tokenizer inside; ValueError naming the first layer that does not map for
+       any other model. Both load back with ``load``. Unless given, "llama.cpp" when a tokenizer is
+       given, else "pyggml_opt" (``layout=``: its former name, deprecated).
+    tokenizer: written inside the file under llama.cpp's ``tokenizer.ggml.*`` keys (in either format);
+       its vocabulary size must equal the model's (the rows of its token embedding).
     quantize: "q8_0" or "q4_0" (llama.cpp's layout only): the weight matrices (every 2-D tensor whose
        rows are a multiple of 32 values) stored in that ggml type, for llama.cpp to run; ``load``
        reads them back as parameters kept quantized (frozen: predict and generate, not fit).
@@ -113,7 +126,12 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
     """
     if not isinstance(model, Network):
         raise TypeError(f"model must be a pyggml_opt model, got {type(model).__name__}")
-    layout = check_choice("layout", layout, LAYOUTS) if layout is not None else LAYOUTS[tokenizer is not None]
+    if layout is not None:
+        warnings.warn("save(layout=...) is save(format=...) now", DeprecationWarning, stacklevel=2)
+        if format is not None and format != layout:
+            raise ValueError(f"save got format={format!r} and layout={layout!r}: give format alone")
+        format = layout
+    layout = check_choice("format", format, LAYOUTS) if format is not None else LAYOUTS[tokenizer is not None]
     model.require_built()
     assert model.input_shape is not None  # built
     fmt = format_of(model, layout)
@@ -124,7 +142,7 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
     if quantize is not None:
         quantize = check_choice("quantize", quantize, tuple(FILE_TYPES)[1:])
         if layout == GENERIC:
-            raise ValueError("quantize needs layout='llama.cpp' (a tokenizer): pyggml_opt's own files hold float32 weights")
+            raise ValueError("quantize needs format='llama.cpp': pyggml_opt's own files hold float32 weights")
     vocab = vocab_metadata(tokenizer) if tokenizer is not None else {}
     if layout != GENERIC and not vocab:
         raise ValueError(f"a {layout} file needs the model's tokenizer inside: save(model, path, tokenizer=...)")

@@ -1,0 +1,108 @@
+"""The Llama family: ``LlamaArgs``, the ``llama`` builder, and llama.cpp's "llama" GGUF architecture.
+
+What llama.cpp's loader (src/models/llama.cpp, llama-model.cpp in llama-cpp-python 0.3.36) expects:
+keys ``llama.context_length``, ``.embedding_length``, ``.feed_forward_length``, ``.block_count``,
+``.attention.head_count``, ``.attention.head_count_kv``, ``.rope.dimension_count`` (the head size) as
+uint32, ``.attention.layer_norm_rms_epsilon``, ``.rope.freq_base`` as float32 (it refuses keys of
+another type); tensors ``token_embd``, ``output_norm``, ``output`` (absent when the output layer uses
+the token embedding) and per block ``blk.<i>.attn_norm``, ``attn_q``, ``attn_k``, ``attn_v``,
+``attn_output``, ``ffn_norm``, ``ffn_gate``, ``ffn_up``, ``ffn_down``, numpy shapes (out, in) as
+pyggml_opt's Linear weights. llama.cpp's ``llama`` rotates adjacent feature pairs (rope type NORM), as
+``GroupedQueryAttention`` does, so no weight is permuted.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...checks import check_bool, check_int, check_number
+from ...nn.layers import Layer, Linear, LlamaBlock, RMSNorm
+from .args import ModelArgs
+from .model import LanguageModel, token_embedding
+from .table import Architecture, Key, TensorMap
+
+FFN_MULTIPLE = 32  # the default ffn_dim is rounded up to a multiple of this (Llama rounds to 256)
+
+
+def default_ffn_dim(dim: int) -> int:
+    """Llama's feed-forward width for ``dim``: 2/3 of 4 * dim (SwiGLU's three matrices then cost what a
+    4 * dim GELU MLP's two do), rounded up to a multiple of 32."""
+    return FFN_MULTIPLE * math.ceil(8 * dim / 3 / FFN_MULTIPLE)
+
+
+@dataclass(frozen=True)
+class LlamaArgs(ModelArgs):
+    """A llama's arguments (``llama`` documents them); ``n_kv_heads`` and ``ffn_dim`` are resolved
+    (None: n_heads, ``default_ffn_dim(dim)``)."""
+
+    n_kv_heads: int | None = None
+    ffn_dim: int | None = None
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+
+    family = "llama"
+
+    def check(self) -> None:
+        self._set("n_kv_heads", self.n_heads if self.n_kv_heads is None else check_int("n_kv_heads", self.n_kv_heads))
+        self._set("ffn_dim", default_ffn_dim(self.dim) if self.ffn_dim is None else check_int("ffn_dim", self.ffn_dim))
+        self._set("rope_theta", check_number("rope_theta", self.rope_theta, 1.0, math.inf, lo_open=True))
+        self._set("norm_eps", check_number("norm_eps", self.norm_eps, 0.0, 1.0, lo_open=True))
+
+
+    def layers(self) -> list[Layer]:
+        return llama_layers(self)
+
+
+def llama_layers(a: LlamaArgs) -> list[Layer]:
+    """The layers of a llama of arguments ``a``."""
+    return [token_embedding(a.vocab_size, a.dim, a.tie_embeddings),
+            *(LlamaBlock(a.dim, a.n_heads, a.n_kv_heads, a.ffn_dim, a.rope_theta, a.norm_eps, name=f"blk{i}")
+              for i in range(a.n_layers)),
+            RMSNorm(a.dim, a.norm_eps, name="norm"), Linear(a.dim, a.vocab_size, bias=False, name="head")]
+
+
+def llama(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, n_kv_heads: int | None = None,
+          ffn_dim: int | None = None, rope_theta: float = 10000.0, norm_eps: float = 1e-5,
+          tie_embeddings: bool = False, build: bool = True) -> LanguageModel:
+    """A Llama language model: (n, context) int32 token ids -> (n, context, vocab_size) logits.
+
+    Token embedding ``tok``, ``n_layers`` ``LlamaBlock`` s ``blk<i>`` (RMSNorm, causal grouped-query
+    attention with ``n_heads`` query heads and ``n_kv_heads`` key / value heads (default n_heads),
+    rotary positions as llama.cpp computes them for its ``llama`` architecture (adjacent feature pairs,
+    base ``rope_theta``), RMSNorm, SwiGLU MLP of ``ffn_dim`` units (default ``default_ffn_dim(dim)``);
+    no biases), a final RMSNorm ``norm`` and an output layer ``head`` without bias; every RMSNorm uses
+    ``norm_eps``. With ``tie_embeddings`` the output layer's weight is the token embedding itself (one
+    parameter ``tok.weight``, vocab_size * dim fewer; llama.cpp's files then have no ``output.weight``). Train it with the cross-entropy loss (fit's default) on the next id of every step, sample with
+    ``model.generate``, and save it for llama.cpp with ``model.save(path, tokenizer=tok)``.
+    ``model.args`` is its ``LlamaArgs``. With ``build=False`` the model has no weights yet
+    (``build_with_weights((context,), weights)`` gives it those of a file, with no random ones first).
+    """
+    args = LlamaArgs(vocab_size, context, dim, n_layers, n_heads, tie_embeddings, n_kv_heads, ffn_dim, rope_theta,
+                     norm_eps)
+    return LanguageModel.made(args, check_bool("build", build))
+
+
+def _head_dim(a: ModelArgs) -> int:
+    return a.dim // a.n_heads
+
+
+LLAMA = Architecture(
+    "llama", "llama.cpp", LlamaArgs,
+    (Key("context_length", np.uint32, "context"), Key("embedding_length", np.uint32, "dim"),
+     Key("feed_forward_length", np.uint32, "ffn_dim"), Key("block_count", np.uint32, "n_layers"),
+     Key("attention.head_count", np.uint32, "n_heads"),
+     Key("attention.head_count_kv", np.uint32, "n_kv_heads", default=None),
+     Key("rope.dimension_count", np.uint32, derive=_head_dim),
+     Key("rope.freq_base", np.float32, "rope_theta", default=10000.0),
+     Key("attention.layer_norm_rms_epsilon", np.float32, "norm_eps"),
+     Key("vocab_size", np.uint32, "vocab_size"),
+     # other tools write them; pyggml_opt's llama has keys and values of the head size only
+     Key("attention.key_length", np.uint32, derive=_head_dim, written=False),
+     Key("attention.value_length", np.uint32, derive=_head_dim, written=False)),
+    TensorMap({"tok.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "head.weight": "output.weight"},
+              {"attn_norm.weight": "attn_norm.weight", "attn.wq": "attn_q.weight", "attn.wk": "attn_k.weight",
+               "attn.wv": "attn_v.weight", "attn.wo": "attn_output.weight", "ffn_norm.weight": "ffn_norm.weight",
+               "ffn.w_gate": "ffn_gate.weight", "ffn.w_up": "ffn_up.weight", "ffn.w_down": "ffn_down.weight"}),
+    refused={"expert_count": (None, 0), "rope.scaling.type": (None, "none", "linear")}, exact_args=True)
