@@ -88,14 +88,14 @@ def torch_llama(torch, h: dict):
     dim, heads, kv_heads, ffn = h["dim"], h["n_heads"], h["n_kv_heads"], h["ffn_dim"]
     d_head, eps = dim // heads, h["norm_eps"]
 
-    def weight(rows: int, cols: int):
-        return nn.Parameter(torch.empty(rows, cols))
+    def linear(rows: int, cols: int):  # pyggml_opt's projections are Linear children without bias
+        return nn.Linear(cols, rows, bias=False)
 
     class Attention(nn.Module):
         def __init__(self):
             super().__init__()
-            self.wq, self.wk = weight(dim, dim), weight(kv_heads * d_head, dim)
-            self.wv, self.wo = weight(kv_heads * d_head, dim), weight(dim, dim)
+            self.wq, self.wk = linear(dim, dim), linear(kv_heads * d_head, dim)
+            self.wv, self.wo = linear(kv_heads * d_head, dim), linear(dim, dim)
             # llama.cpp's rope for arch llama: pairs (2i, 2i+1) turned by t * theta^(-2i / d_head)
             angle = torch.outer(torch.arange(h["context"], dtype=torch.float64),
                                 h["rope_theta"] ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head))
@@ -110,19 +110,19 @@ def torch_llama(torch, h: dict):
 
         def forward(self, x):
             b, t, _ = x.shape
-            q = self.rope(F.linear(x, self.wq).view(b, t, heads, d_head)).transpose(1, 2)
-            k = self.rope(F.linear(x, self.wk).view(b, t, kv_heads, d_head)).transpose(1, 2)
-            v = F.linear(x, self.wv).view(b, t, kv_heads, d_head).transpose(1, 2)
+            q = self.rope(self.wq(x).view(b, t, heads, d_head)).transpose(1, 2)
+            k = self.rope(self.wk(x).view(b, t, kv_heads, d_head)).transpose(1, 2)
+            v = self.wv(x).view(b, t, kv_heads, d_head).transpose(1, 2)
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kv_heads != heads)
-            return F.linear(out.transpose(1, 2).reshape(b, t, dim), self.wo)
+            return self.wo(out.transpose(1, 2).reshape(b, t, dim))
 
     class SwiGLU(nn.Module):
         def __init__(self):
             super().__init__()
-            self.w_gate, self.w_up, self.w_down = weight(ffn, dim), weight(ffn, dim), weight(dim, ffn)
+            self.w_gate, self.w_up, self.w_down = linear(ffn, dim), linear(ffn, dim), linear(dim, ffn)
 
         def forward(self, x):
-            return F.linear(F.silu(F.linear(x, self.w_gate)) * F.linear(x, self.w_up), self.w_down)
+            return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))
 
     class Block(nn.Module):
         def __init__(self):

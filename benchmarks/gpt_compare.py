@@ -99,7 +99,7 @@ def val_loss(logits_of, xv: np.ndarray, yv: np.ndarray, chunk: int = 256) -> flo
 # ------------------------------------------------------------------------------------------ PyTorch
 
 def torch_gpt(torch, vocab: int, attention: str = "sdpa"):
-    """pyggml_opt's gpt in torch.nn; parameter names map 1:1 (``torch_name``)."""
+    """pyggml_opt's gpt in torch.nn; parameter names are the same."""
     nn, F = torch.nn, torch.nn.functional
 
     class Attention(nn.Module):
@@ -146,20 +146,10 @@ def torch_gpt(torch, vocab: int, attention: str = "sdpa"):
     return GPT()
 
 
-def torch_name(name: str) -> str:
-    """pyggml_opt parameter name -> torch state_dict key (``blk0.attn.wq`` -> ``blk0.attn.wq.weight``,
-    ``blk0.attn.bq`` -> ``blk0.attn.wq.bias``; every other name is the same)."""
-    prefix, _, last = name.rpartition(".")
-    if prefix.endswith(".attn") and len(last) == 2 and last[0] in "wb" and last[1] in "qkvo":
-        return f"{prefix}.w{last[1]}.{'weight' if last[0] == 'w' else 'bias'}"
-    return name
-
-
 def load_torch_weights(torch, net, weights: dict[str, np.ndarray]) -> None:
     """Copy pyggml_opt's weights (numpy, (out, in) for Linear as torch) into ``net``; every name and
     shape must match (load_state_dict(strict=True) checks both)."""
-    net.load_state_dict({torch_name(k): torch.from_numpy(np.ascontiguousarray(v)) for k, v in weights.items()},
-                        strict=True)
+    net.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in weights.items()}, strict=True)
 
 
 # ------------------------------------------------------------------------------------------- workers

@@ -108,3 +108,28 @@ def test_save_takes_the_format_explicitly(tmp_path):
     assert pgo.saving.load_metadata(tmp_path / "old.gguf")["general.architecture"] == "llama"
     with pytest.raises(ValueError, match="give format alone"), pytest.warns(DeprecationWarning):
         m.save(tmp_path / "x.gguf", tokenizer=TOK, layout="llama.cpp", format="pyggml_opt")
+
+
+def test_projections_named_as_earlier_versions_named_them_still_load(tmp_path):
+    """Before the attention and MLP projections were Linear children, files, checkpoints and pickles
+    named them ``blk0.attn.wq``, ``blk0.attn.bq``, ``blk0.ffn.w_gate`` (``legacy_names``): they load
+    into today's parameters ``blk0.attn.wq.weight`` ..."""
+    from pyggml_opt.core import GGUFFile
+    x = np.arange(2 * T, dtype=np.int32).reshape(2, T) % V
+    for m in (pgo.models.llama(V, T, 16, 1, 4, n_kv_heads=2), pgo.models.gpt(V, T, 16, 1, 2)):
+        legacy = m.legacy_names()
+        assert legacy["blk0.attn.wq.weight"] == "blk0.attn.wq"
+        assert legacy.get("blk0.attn.wq.bias", "blk0.attn.bq") == "blk0.attn.bq"
+        m.save(tmp_path / "new.gguf")
+        with GGUFFile.read(tmp_path / "new.gguf") as f, GGUFFile() as old:
+            for k in f.keys():
+                old.set(k, f.get(k))
+            for name in f.tensor_names():
+                old.add_tensor(legacy.get(name, name), f.tensor(name))
+            old.write(tmp_path / "old.gguf")
+        back = pgo.load(tmp_path / "old.gguf")
+        np.testing.assert_array_equal(back.predict(x, logits=True), m.predict(x, logits=True))
+        rebuild, args = m.__reduce__()  # a pickle's weights under the earlier names
+        cls, config, shape, weights, *rest = args
+        old_pickle = rebuild(cls, config, shape, {legacy.get(k, k): v for k, v in weights.items()}, *rest)
+        np.testing.assert_array_equal(old_pickle.predict(x, logits=True), m.predict(x, logits=True))

@@ -27,7 +27,7 @@ def quantized(tmp_path):
 def test_fit_refuses_quantized_parameters_naming_them(quantized):
     q, _, x = quantized
     before = q.get_weights()
-    with pytest.raises(ValueError, match=r"keeps 9 parameters quantized and frozen \(blk0.attn.wk, .*q8_0\)"):
+    with pytest.raises(ValueError, match=r"keeps 9 parameters quantized and frozen \(blk0.attn.wk.weight, .*q8_0\)"):
         q.fit(x, x, epochs=1, verbose=0)
     after = q.get_weights()
     assert all(np.array_equal(before[n].data, after[n].data) for n in q.quantized())  # nothing trained
@@ -80,28 +80,28 @@ def test_a_gpt2_position_table_loads_as_float32(tmp_path):
     # PositionalEmbedding adds, loads as the float32 values the file means (llama.cpp dequantizes its rows)
     g = pgo.models.gpt(V, T, 32, 1, 4, head_bias=False)
     g.build((T,), seed=0)
-    assert "pos.weight" not in g.quantizable() and "blk0.attn.wq" in g.quantizable()
+    assert "pos.weight" not in g.quantizable() and "blk0.attn.wq.weight" in g.quantizable()
     g.save(tmp_path / "g.gguf", tokenizer=TOK, quantize="q8_0")
     back = pgo.load(tmp_path / "g.gguf")
     pos = back.get_weights()["pos.weight"]
-    assert isinstance(pos, np.ndarray) and "pos.weight" not in back.quantized() and "blk0.attn.wq" in back.quantized()
+    assert isinstance(pos, np.ndarray) and "pos.weight" not in back.quantized() and "blk0.attn.wq.weight" in back.quantized()
     with pgo.core.GGUFFile.read(tmp_path / "g.gguf") as f:
         np.testing.assert_array_equal(pos, f.weight("position_embd.weight").dequantize())
     # the fused query / key / value matrix is cut by rows into the three quantized projections
     w = back.get_weights()
-    assert [w[f"blk0.attn.w{p}"].shape for p in "qkv"] == [(32, 32)] * 3
+    assert [w[f"blk0.attn.w{p}.weight"].shape for p in "qkv"] == [(32, 32)] * 3
 
 
 def test_bad_quantized_values_are_refused(quantized):
     q, _, _ = quantized
     w = q.get_weights()
-    wq = w["blk0.attn.wq"]
+    wq = w["blk0.attn.wq.weight"]
     with pytest.raises(ValueError, match="expected shape \\(32, 32\\), got q8_0 values of shape \\(16, 32\\)"):
-        q.set_weights({"blk0.attn.wq": w["blk0.attn.wk"]})
+        q.set_weights({"blk0.attn.wq.weight": w["blk0.attn.wk.weight"]})
     bad = wq.data.copy()
     bad[0, :2] = np.frombuffer(np.float16(np.nan).tobytes(), np.uint8)  # a block's scale
-    with pytest.raises(ValueError, match="'blk0.attn.wq' \\(q8_0\\) contains NaN"):
-        q.set_weights({"blk0.attn.wq": Quantized("q8_0", (32, 32), bad)})
+    with pytest.raises(ValueError, match="'blk0.attn.wq.weight' \\(q8_0\\) contains NaN"):
+        q.set_weights({"blk0.attn.wq.weight": Quantized("q8_0", (32, 32), bad)})
     with pytest.raises(ValueError, match="'blk0.attn_norm.weight' cannot be kept quantized"):
         q.set_weights({"blk0.attn_norm.weight": Quantized.of(np.ones(32, np.float32), "q8_0")})
     with pytest.raises(ValueError, match="uint8"):

@@ -67,8 +67,9 @@ def test_saved_checkpoint_resumes_into_the_uninterrupted_run(name, run):
     resumed = mf.run_fit(make_model, x, y, kw, epochs, resume_from=path)
     assert resumed.history.epoch == list(range(epochs))
     np.testing.assert_allclose(resumed.history["loss"], EXPECTED[f"checkpoint_{name}.final_history_loss"], **TRAINED)
+    earlier = resumed.legacy_names()  # the record names parameters as that version did
     for k, v in resumed.get_weights().items():
-        np.testing.assert_allclose(v, EXPECTED[f"checkpoint_{name}.final.{k}"], **TRAINED, err_msg=k)
+        np.testing.assert_allclose(v, EXPECTED[f"checkpoint_{name}.final.{earlier.get(k, k)}"], **TRAINED, err_msg=k)
 
 
 def test_pickled_model_loads_with_history_and_optimizer_state_and_trains_on():

@@ -22,13 +22,13 @@ def tokens(seed=0):
 
 def numpy_logits(w, x, causal=True):
     e = w["0.weight"][x]
-    q, k, v = ((e @ w[f"1.w{p}"].T + w[f"1.b{p}"]).reshape(len(x), T, H, D // H).transpose(0, 2, 1, 3) for p in "qkv")
+    q, k, v = ((e @ w[f"1.w{p}.weight"].T + w[f"1.w{p}.bias"]).reshape(len(x), T, H, D // H).transpose(0, 2, 1, 3) for p in "qkv")
     s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(D // H)
     if causal:
         s = s + np.triu(np.full((T, T), -np.inf), 1)
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
-    o = (p @ v).transpose(0, 2, 1, 3).reshape(len(x), T, D) @ w["1.wo"].T + w["1.bo"]
+    o = (p @ v).transpose(0, 2, 1, 3).reshape(len(x), T, D) @ w["1.wo.weight"].T + w["1.wo.bias"]
     return o @ w["2.weight"].T + w["2.bias"]
 
 
@@ -64,7 +64,7 @@ def test_gradients_match_finite_differences():
         lsm = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
         return float(-np.take_along_axis(lsm, y[..., None], axis=-1).mean())
 
-    check_gradients(loss, w0, got, ("1.wq", "1.wk", "1.wv", "1.bv", "1.wo", "0.weight"), eps=1e-6, tol=2e-6)
+    check_gradients(loss, w0, got, ("1.wq.weight", "1.wk.weight", "1.wv.weight", "1.wv.bias", "1.wo.weight", "0.weight"), eps=1e-6, tol=2e-6)
 
 
 def test_attention_learns_the_running_maximum():

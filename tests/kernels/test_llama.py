@@ -10,8 +10,8 @@ import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt.data import CharTokenizer
 from pyggml_opt.models.lm import GPT2, LLAMA
-from support.llama_numpy import gpt2_logits, llama_logits
-from support import FAST, check_gradients
+from support.llama_numpy import gpt2_logits, llama_logits, rope_neox
+from support import FAST, check_gradients, greedy_by_predict
 from support.numerics import finite_differences
 
 TOK = CharTokenizer("abcdefghijklmnopqrstuvwxyz .,")
@@ -36,6 +36,36 @@ def numpy_logits(w, x, kv):
 
 def tokens(n=3, seed=0):
     return np.random.default_rng(seed).integers(0, V, (n, T))
+
+
+# the file names of the variants' tensors, as llama.cpp's qwen2 / qwen3 name them
+VARIANT_TENSORS = pgo.models.lm.TensorMap(
+    LLAMA.tensors.names, {**LLAMA.tensors.block, **{f"attn.w{p}.bias": f"attn_{p}.bias" for p in "qkv"},
+                          "attn.q_norm.weight": "attn_q_norm.weight", "attn.k_norm.weight": "attn_k_norm.weight"})
+
+
+@pytest.mark.parametrize("variant", [dict(head_dim=6), dict(rope_mode="neox"), dict(qkv_bias=True),
+                                     dict(qk_norm=True), dict(head_dim=6, rope_mode="neox", qkv_bias=True, qk_norm=True)],
+                         ids=["head_dim", "neox", "qkv_bias", "qk_norm", "all"])
+def test_llama_family_variants_match_float64_numpy(variant):
+    """Head sizes other than dim / heads, NEOX rope, q / k / v biases and per-head q / k norms (the
+    Qwen2 / Qwen3 blocks) against the float64 reference, with random norm weights (ones would hide them)."""
+    m = small_llama(2, seed=3, **variant)
+    rng = np.random.default_rng(4)
+    m.set_weights({k: rng.uniform(0.5, 1.5, v.shape).astype(np.float32) for k, v in m.get_weights().items()
+                   if k.endswith("_norm.weight")})
+    head = variant.get("head_dim", D // H)
+    assert m.param_shapes["blk0.attn.wq.weight"] == (H * head, D) and m.param_shapes["blk0.attn.wo.weight"] == (D, H * head)
+    assert ("blk0.attn.wk.bias" in m.param_shapes) == variant.get("qkv_bias", False)
+    keys = {**llama_keys(2), "llama.attention.key_length": head}
+    t = VARIANT_TENSORS.to_file({k: np.asarray(v, np.float64) for k, v in m.get_weights().items()})
+    rope = rope_neox if variant.get("rope_mode") == "neox" else llama_logits.__defaults__[0]
+    x = tokens()
+    ref = np.stack([llama_logits(keys, t, ids, rope) for ids in x])
+    np.testing.assert_allclose(m.predict(x, logits=True), ref, rtol=0, atol=3e-6)
+    # decoding with the key / value cache gives the same greedy tokens as the whole window
+    prompt = x[0, :3].astype(np.int32)
+    assert np.array_equal(m.generate(prompt, 4, temperature=0), greedy_by_predict(m, prompt, 4))
 
 
 def sgd_step_and_loss(m, x, y):
@@ -79,8 +109,8 @@ def test_gradients_match_finite_differences():
     y = (x * 3 + 1) % V
     w0, got, loss = sgd_step_and_loss(m, x, y)
 
-    names = [f"blk{i}.{p}" for i in (0, 1) for p in ("attn.wq", "attn.wk", "attn.wv", "attn.wo", "attn_norm.weight",
-                                                      "ffn.w_gate", "ffn.w_up", "ffn.w_down", "ffn_norm.weight")]
+    names = [f"blk{i}.{p}" for i in (0, 1) for p in ("attn.wq.weight", "attn.wk.weight", "attn.wv.weight", "attn.wo.weight", "attn_norm.weight",
+                                                      "ffn.w_gate.weight", "ffn.w_up.weight", "ffn.w_down.weight", "ffn_norm.weight")]
     check_gradients(loss, w0, got, names + ["tok.weight", "norm.weight", "head.weight"], eps=1e-6, tol=2e-6)
 
 
@@ -99,7 +129,7 @@ def test_tied_embeddings_get_the_gradients_of_both_uses():
     fd = finite_differences(loss, w0, "tok.weight", 1e-6, entries)
     for idx in entries:
         assert abs(got["tok.weight"][idx] - fd[idx]) <= 2e-6, (idx, got["tok.weight"][idx], fd[idx])
-    check_gradients(loss, w0, got, ["norm.weight", "blk1.ffn.w_down"], eps=1e-6, tol=2e-6)
+    check_gradients(loss, w0, got, ["norm.weight", "blk1.ffn.w_down.weight"], eps=1e-6, tol=2e-6)
 
 
 def test_tied_embeddings_start_with_logits_near_one():
@@ -205,7 +235,7 @@ def test_bad_ties_are_refused():
         pgo.Sequential(layers(), tied={"head.weight": 3})
     # a tie no builder makes: not a llama for llama.cpp
     odd = pgo.models.llama(V, T, D, 1, H)
-    odd = pgo.Sequential(odd.layers, input_shape=(T,), tied={"blk0.attn.wk": "blk0.attn.wv"})
+    odd = pgo.Sequential(odd.layers, input_shape=(T,), tied={"blk0.attn.wk.weight": "blk0.attn.wv.weight"})
     with pytest.raises(ValueError, match="tied parameters .*blk0.attn.wk.* are not a llama's"):
         odd.save("/nonexistent/x.gguf", tokenizer=TOK)
 
@@ -218,7 +248,7 @@ def test_gpt_saves_as_gpt2_and_loads_as_the_same_model(tmp_path):
         assert f.get("general.architecture") == "gpt2"
         qkv = f.tensor("blk.0.attn_qkv.weight")
         w = m.get_weights()
-        np.testing.assert_array_equal(qkv, np.concatenate([w["blk0.attn.wq"], w["blk0.attn.wk"], w["blk0.attn.wv"]]))
+        np.testing.assert_array_equal(qkv, np.concatenate([w["blk0.attn.wq.weight"], w["blk0.attn.wk.weight"], w["blk0.attn.wv.weight"]]))
     back = pgo.load(tmp_path / "g.gguf")
     assert back.get_config() == m.get_config()  # the dropout rate too
     x = tokens()

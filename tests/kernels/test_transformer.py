@@ -34,13 +34,13 @@ def np_attention(x, w, p, rope=False):
     n = len(x)
 
     def heads(name):
-        y = (x @ w[f"{p}w{name}"].T + w[f"{p}b{name}"]).reshape(n, T, H, D // H)
+        y = (x @ w[f"{p}w{name}.weight"].T + w[f"{p}w{name}.bias"]).reshape(n, T, H, D // H)
         return (np_rope(y) if rope and name in "qk" else y).transpose(0, 2, 1, 3)
 
     s = heads("q") @ heads("k").transpose(0, 1, 3, 2) / np.sqrt(D // H) + np.triu(np.full((T, T), -np.inf), 1)
     a = np.exp(s - s.max(axis=-1, keepdims=True))
     a /= a.sum(axis=-1, keepdims=True)
-    return (a @ heads("v")).transpose(0, 2, 1, 3).reshape(n, T, D) @ w[f"{p}wo"].T + w[f"{p}bo"]
+    return (a @ heads("v")).transpose(0, 2, 1, 3).reshape(n, T, D) @ w[f"{p}wo.weight"].T + w[f"{p}wo.bias"]
 
 
 def np_block(x, w, p, rope=False):
@@ -89,8 +89,8 @@ def test_gpt_gradients_match_finite_differences(positions):
     y = (x * 3 + 1) % V
     m.fit(x, y, epochs=1, batch_size=N, shuffle=False, optimizer=pgo.SGD(lr=1.0), **FAST)
     got = {k: w0[k] - v for k, v in m.get_weights().items()}
-    names = ["tok.weight", "blk0.ln1.weight", "blk0.ln1.bias", "blk0.attn.wq", "blk0.attn.wk", "blk0.attn.wv",
-             "blk0.attn.bo", "blk0.fc1.weight", "blk0.fc2.bias", "ln_f.weight", "head.weight"]
+    names = ["tok.weight", "blk0.ln1.weight", "blk0.ln1.bias", "blk0.attn.wq.weight", "blk0.attn.wk.weight", "blk0.attn.wv.weight",
+             "blk0.attn.wo.bias", "blk0.fc1.weight", "blk0.fc2.bias", "ln_f.weight", "head.weight"]
     names += ["pos.weight"] if positions == "learned" else []
     check_gradients(lambda w: cross_entropy(np_gpt(w, x, 1, positions == "rope"), y), w0, got, names,
                     eps=1e-6, tol=5e-6)

@@ -39,6 +39,15 @@ def rope_norm(x, base):
     return out
 
 
+def rope_neox(x, base):
+    """ggml's NEOX rope (llama.cpp's qwen2 / qwen3): x (T, heads, d), pairs (i, i + d/2) rotated by t * base^(-2i/d)."""
+    steps, _, d = x.shape
+    angle = np.arange(steps)[:, None, None] * base ** (-np.arange(0, d, 2) / d)[None, None, :]
+    c, s = np.cos(angle), np.sin(angle)
+    a, b = x[..., : d // 2], x[..., d // 2:]
+    return np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
+
+
 def attend(q, k, v):
     """Causal attention of q (T, H, d) over k, v (T, KV, d): head h uses key head h // (H / KV)."""
     steps, heads, d = q.shape
@@ -49,19 +58,27 @@ def attend(q, k, v):
     return np.einsum("hts,shd->thd", p, v).reshape(steps, heads * d)
 
 
-def llama_logits(keys, t, ids):
-    """Logits (T, vocab) of a llama file for one sequence of ids."""
+def llama_logits(keys, t, ids, rope=rope_norm):
+    """Logits (T, vocab) of a llama file for one sequence of ids. Heads of ``llama.attention.key_length``
+    (default embedding / heads); the tensors ``attn_q.bias`` ... (Qwen2) and ``attn_q_norm`` /
+    ``attn_k_norm`` (Qwen3's RMSNorm per head) where the file has them; ``rope``: rope_neox for Qwen's."""
     heads, kv = keys["llama.attention.head_count"], keys.get("llama.attention.head_count_kv", keys["llama.attention.head_count"])
     eps, base = keys["llama.attention.layer_norm_rms_epsilon"], keys.get("llama.rope.freq_base", 10000.0)
     x = t["token_embd.weight"][ids]
     steps, dim = x.shape
-    d = dim // heads
+    d = keys.get("llama.attention.key_length", dim // heads)
     for i in range(keys["llama.block_count"]):
         b = lambda n: t[f"blk.{i}.{n}.weight"]  # noqa: E731
+
+        def project(n, count):
+            y = (h @ b(n).T + t.get(f"blk.{i}.{n}.bias", 0.0)).reshape(steps, count, d)
+            norm = t.get(f"blk.{i}.{n}_norm.weight")
+            return y if norm is None else rms_norm(y, norm, eps)
+
         h = rms_norm(x, b("attn_norm"), eps)
-        q = rope_norm((h @ b("attn_q").T).reshape(steps, heads, d), base)
-        k = rope_norm((h @ b("attn_k").T).reshape(steps, kv, d), base)
-        v = (h @ b("attn_v").T).reshape(steps, kv, d)
+        q = rope(project("attn_q", heads), base)
+        k = rope(project("attn_k", kv), base)
+        v = project("attn_v", kv)
         x = x + attend(q, k, v) @ b("attn_output").T
         h = rms_norm(x, b("ffn_norm"), eps)
         g = h @ b("ffn_gate").T

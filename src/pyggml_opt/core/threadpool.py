@@ -18,9 +18,9 @@ before the fork and attaches it again in the parent, and makes every backend for
 child (the pool's memory is left alone: freeing it would wait for threads that do not exist there), so
 the child's graphs run as without a pool. A fork happens only between graphs: every graph computed on a
 CPU backend holds the backend's ``ComputeLock``, and the before-fork handler takes all of them. Pausing
-a pool while another thread's graph ran on it hung that graph for ever (issue 26: the graph's worker
-saw the pause before the graph and went to sleep, and the calling thread spun at the graph's first
-barrier, the pool never resumed).
+a pool while another thread's graph ran on it would hang that graph for ever (the graph's worker sees
+the pause before the graph and goes to sleep, and the calling thread spins at the graph's first
+barrier; the pool never resumes).
 """
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def decoding_layers(network: Network) -> list[tuple[str, Layer]] | None:
     todo = [(f"{name}.", layer) for name, layer in zip(names, layers)]
     while todo:
         prefix, layer = todo.pop(0)
-        if isinstance(layer, Block):
+        if isinstance(layer, Block) and layer.decoding not in ("positions", "cache"):
             todo[:0] = [(f"{prefix}{child}.", sub) for child, sub in layer.children.items()]
         elif layer.decoding in ("positions", "cache"):
             found.append((prefix, layer))

@@ -149,6 +149,11 @@ class Network:
         or picks rows from in its quantized types (``Layer.quantizable``); none unless a subclass says."""
         return frozenset()
 
+    def legacy_names(self) -> dict[str, str]:
+        """Parameter names -> the names earlier versions gave them, where they differ (``Layer.legacy_names``):
+        what their files, checkpoints and pickles hold."""
+        return {}
+
     def buffer_names(self) -> frozenset[str]:
         """The entries of ``param_shapes`` that are state, not trained (BatchNorm's running statistics):
         saved, loaded and copied with the weights, but without gradient, weight decay or optimizer state."""
@@ -379,6 +384,9 @@ def restore_network(cls: type[Network], config: dict, input_shape: Sequence[int]
     """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
     network = cls.from_config(config)
     if input_shape is not None:
+        if isinstance(weights, Mapping):
+            renamed = {old: new for new, old in network.legacy_names().items()}
+            weights = {renamed.get(name, name): value for name, value in weights.items()}
         network.build_with_weights(input_shape, weights)  # type: ignore[arg-type]  # checked there
     network.backend = backend
     network._restore_copied_state(state)
@@ -387,8 +395,8 @@ def restore_network(cls: type[Network], config: dict, input_shape: Sequence[int]
 
 def restore(cls: type[Network], config: dict, input_shape: Sequence[int] | None, weights: dict[str, np.ndarray] | None,
             loss: object, backend: str | None, history: object, optimizer_state: object = None) -> Network:
-    """What pickles of the versions before issue 28 call: their state is the loss, and training's history
-    and optimizer state, which this layer passes on unread."""
+    """What pickles of pyggml_opt 0.1's first releases call (their state: the loss, training's history
+    and optimizer state, which this layer passes on unread): users' pickled models still load."""
     return restore_network(cls, config, input_shape, weights, backend,
                            {"loss": loss, "history": history, "optimizer_state": optimizer_state})
 

@@ -121,6 +121,10 @@ class SequentialNetwork(Network):
         names = (f"{name}.{p}" for name, layer in zip(self.layer_names, self.layers) for p in layer.quantizable)
         return frozenset(n for n in names if n not in self.tied)
 
+    def legacy_names(self) -> dict[str, str]:
+        return {f"{name}.{new}": f"{name}.{old}" for name, layer in zip(self.layer_names, self.layers)
+                for new, old in layer.legacy_names().items() if f"{name}.{new}" not in self.tied}
+
     def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         layer, p = self._owner(name)
         return layer.fill_step_input(p, rng, shape)

@@ -4,8 +4,8 @@ A checkpoint is a model GGUF file (``model_file.py``, loadable with ``pgo.load``
   - ``pyggml_opt.checkpoint.epoch``: epochs completed;
   - ``pyggml_opt.checkpoint.optimizer``: "adamw" or "sgd"; ``.iter``: ggml-opt's optimizer iteration
     (1 + steps taken: AdamW's bias correction and the learning-rate schedule's clock); ``.step``: steps
-    taken, iter - 1 (written for the readers of files before issue 28, which kept a second clock;
-    reading takes ``.iter``);
+    taken, iter - 1 (written for readers that keep a clock of their own, as pyggml_opt 0.1's first
+    releases did; reading takes ``.iter``);
   - ``pyggml_opt.checkpoint.history``: the metrics of the epochs completed (JSON: ``epoch``, a list,
     and ``history``, metric name -> one value per epoch);
   - tensors ``optimizer.m.<param>`` and ``optimizer.v.<param>``: the AdamW moments.
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# OptimizerState is core's (the state of an OptContext); pickles of the versions before issue 28 name it
-# as this module's, and find it here
+# OptimizerState is core's (the state of an OptContext); pickles of pyggml_opt 0.1's first releases name
+# it as this module's, and find it here
 from ..core import GGUFFile, OptimizerState
 from ..core.tensor_data import Weight
 from ..nn import Network
@@ -74,9 +74,12 @@ def load_checkpoint(path: str | os.PathLike[str], model: Network) -> Checkpoint:
         weights = read_weights(f, model)
         state = OptimizerState(name, it)
         names = set(f.tensor_names())
+        legacy = model.legacy_names()
         for pname, shape in model.param_shapes.items():
             for kind, dest in (("m", state.m), ("v", state.v)):
                 key = f"optimizer.{kind}.{pname}"
+                if key not in names and pname in legacy:  # a checkpoint of an earlier version
+                    key = f"optimizer.{kind}.{legacy[pname]}"
                 if key in names:
                     value = f.tensor(key, len(shape))
                     if value.shape != shape or value.dtype != np.float32 or not np.isfinite(value).all():

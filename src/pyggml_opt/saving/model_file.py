@@ -222,7 +222,7 @@ def read_weights(f: GGUFFile, model: Network, input_shape: tuple[int, ...] | Non
     """``model``'s parameters from an open file, checked (presence, shape, dtype, finite values): those
     it has, or, for an unbuilt model, those it will have when built for ``input_shape``."""
     shapes = model.param_shapes if input_shape is None else model.shapes_for(input_shape)
-    return as_model_takes(read_tensors(f, shapes), model)
+    return as_model_takes(read_tensors(f, shapes, model.legacy_names()), model)
 
 
 def as_model_takes(weights: dict[str, Weight], model: Network) -> dict[str, Weight]:
@@ -233,14 +233,19 @@ def as_model_takes(weights: dict[str, Weight], model: Network) -> dict[str, Weig
     return {n: v.dequantize() if isinstance(v, Quantized) and n not in keep else v for n, v in weights.items()}
 
 
-def read_tensors(f: GGUFFile, shapes: dict[str, tuple[int, ...]]) -> dict[str, Weight]:
+def read_tensors(f: GGUFFile, shapes: dict[str, tuple[int, ...]],
+                 legacy: dict[str, str] | None = None) -> dict[str, Weight]:
     """The tensors ``shapes`` names from an open file, checked against those shapes (presence, shape,
     dtype, finite values; a quantized tensor's values are checked where the model takes it); the
-    file's registered layout converts them."""
+    file's registered layout converts them. ``legacy``: parameter name -> the name an earlier version's
+    file gives it (``Network.legacy_names``), read where the file lacks the name of today."""
     fmt = format_named(f.get("general.architecture", ""))
     names = f.tensor_names()
+    legacy = legacy or {}
 
     def file_tensor(name: str, ndim: int) -> Weight:
+        if name not in names and legacy.get(name) in names:
+            name = legacy[name]
         if name not in names:
             raise ValueError(f"the file has no tensor {name!r} (it has {names})")
         value = f.weight(name, ndim)
@@ -325,7 +330,7 @@ def _from_config(path: str, f: GGUFFile) -> Network:
         shapes = model.shapes_for(input_shape)
     except (TypeError, KeyError, ValueError) as exc:
         raise ValueError(f"{path!r}: corrupt model configuration ({exc})") from None
-    return model.build_with_weights(input_shape, as_model_takes(read_tensors(f, shapes), model))
+    return model.build_with_weights(input_shape, as_model_takes(read_tensors(f, shapes, model.legacy_names()), model))
 
 
 def _upgrade(spec: object) -> object:

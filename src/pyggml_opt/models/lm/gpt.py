@@ -95,9 +95,10 @@ GPT2 = Architecture(
      Key("vocab_size", np.uint32, "vocab_size")),
     TensorMap({"tok.weight": "token_embd.weight", "pos.weight": "position_embd.weight",
                "ln_f.weight": "output_norm.weight", "ln_f.bias": "output_norm.bias", "head.weight": "output.weight"},
-              {"ln1.weight": "attn_norm.weight", "ln1.bias": "attn_norm.bias", "attn.wo": "attn_output.weight",
-               "attn.bo": "attn_output.bias", "ln2.weight": "ffn_norm.weight", "ln2.bias": "ffn_norm.bias",
+              {"ln1.weight": "attn_norm.weight", "ln1.bias": "attn_norm.bias", "attn.wo.weight": "attn_output.weight",
+               "attn.wo.bias": "attn_output.bias", "ln2.weight": "ffn_norm.weight", "ln2.bias": "ffn_norm.bias",
                "fc1.weight": "ffn_up.weight", "fc1.bias": "ffn_up.bias", "fc2.weight": "ffn_down.weight",
                "fc2.bias": "ffn_down.bias"},
-              {"attn_qkv.weight": ("attn.wq", "attn.wk", "attn.wv"), "attn_qkv.bias": ("attn.bq", "attn.bk", "attn.bv")}),
+              {"attn_qkv.weight": ("attn.wq.weight", "attn.wk.weight", "attn.wv.weight"),
+               "attn_qkv.bias": ("attn.wq.bias", "attn.wk.bias", "attn.wv.bias")}),
     fixed={"positions": "learned", "head_bias": False}, exact_args=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...checks import check_bool, check_int, check_number
+from ...checks import check_bool, check_choice, check_int, check_number
 from ...nn.layers import Layer, Linear, LlamaBlock, RMSNorm
 from .args import ModelArgs
 from .model import LanguageModel, token_embedding
@@ -41,6 +41,10 @@ class LlamaArgs(ModelArgs):
     ffn_dim: int | None = None
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
+    head_dim: int | None = None
+    rope_mode: str = "norm"
+    qkv_bias: bool = False
+    qk_norm: bool = False
 
     family = "llama"
 
@@ -49,6 +53,12 @@ class LlamaArgs(ModelArgs):
         self._set("ffn_dim", default_ffn_dim(self.dim) if self.ffn_dim is None else check_int("ffn_dim", self.ffn_dim))
         self._set("rope_theta", check_number("rope_theta", self.rope_theta, 1.0, math.inf, lo_open=True))
         self._set("norm_eps", check_number("norm_eps", self.norm_eps, 0.0, 1.0, lo_open=True))
+        if self.head_dim is None and self.dim % self.n_heads:
+            raise ValueError(f"dim ({self.dim}) must be a multiple of n_heads ({self.n_heads}), or head_dim given")
+        self._set("head_dim", self.dim // self.n_heads if self.head_dim is None else check_int("head_dim", self.head_dim))
+        self._set("rope_mode", check_choice("rope_mode", self.rope_mode, ("norm", "neox")))
+        self._set("qkv_bias", check_bool("qkv_bias", self.qkv_bias))
+        self._set("qk_norm", check_bool("qk_norm", self.qk_norm))
 
 
     def layers(self) -> list[Layer]:
@@ -58,14 +68,15 @@ class LlamaArgs(ModelArgs):
 def llama_layers(a: LlamaArgs) -> list[Layer]:
     """The layers of a llama of arguments ``a``."""
     return [token_embedding(a.vocab_size, a.dim, a.tie_embeddings),
-            *(LlamaBlock(a.dim, a.n_heads, a.n_kv_heads, a.ffn_dim, a.rope_theta, a.norm_eps, name=f"blk{i}")
-              for i in range(a.n_layers)),
+            *(LlamaBlock(a.dim, a.n_heads, a.n_kv_heads, a.ffn_dim, a.rope_theta, a.norm_eps, a.head_dim, a.rope_mode,
+                         a.qkv_bias, a.qk_norm, name=f"blk{i}") for i in range(a.n_layers)),
             RMSNorm(a.dim, a.norm_eps, name="norm"), Linear(a.dim, a.vocab_size, bias=False, name="head")]
 
 
 def llama(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, n_kv_heads: int | None = None,
           ffn_dim: int | None = None, rope_theta: float = 10000.0, norm_eps: float = 1e-5,
-          tie_embeddings: bool = False, build: bool = True) -> LanguageModel:
+          tie_embeddings: bool = False, build: bool = True, *, head_dim: int | None = None, rope_mode: str = "norm",
+          qkv_bias: bool = False, qk_norm: bool = False) -> LanguageModel:
     """A Llama language model: (n, context) int32 token ids -> (n, context, vocab_size) logits.
 
     Token embedding ``tok``, ``n_layers`` ``LlamaBlock`` s ``blk<i>`` (RMSNorm, causal grouped-query
@@ -73,19 +84,21 @@ def llama(vocab_size: int, context: int, dim: int, n_layers: int, n_heads: int, 
     rotary positions as llama.cpp computes them for its ``llama`` architecture (adjacent feature pairs,
     base ``rope_theta``), RMSNorm, SwiGLU MLP of ``ffn_dim`` units (default ``default_ffn_dim(dim)``);
     no biases), a final RMSNorm ``norm`` and an output layer ``head`` without bias; every RMSNorm uses
-    ``norm_eps``. With ``tie_embeddings`` the output layer's weight is the token embedding itself (one
+    ``norm_eps``. The variants of Llama's family: ``head_dim`` (default dim / n_heads), ``rope_mode``
+    "neox" (rotating halves, as Qwen does), ``qkv_bias`` (biases on the query / key / value projections,
+    Qwen2's) and ``qk_norm`` (RMSNorm of each head's queries and keys, Qwen3's). With ``tie_embeddings`` the output layer's weight is the token embedding itself (one
     parameter ``tok.weight``, vocab_size * dim fewer; llama.cpp's files then have no ``output.weight``). Train it with the cross-entropy loss (fit's default) on the next id of every step, sample with
     ``model.generate``, and save it for llama.cpp with ``model.save(path, tokenizer=tok)``.
     ``model.args`` is its ``LlamaArgs``. With ``build=False`` the model has no weights yet
     (``build_with_weights((context,), weights)`` gives it those of a file, with no random ones first).
     """
     args = LlamaArgs(vocab_size, context, dim, n_layers, n_heads, tie_embeddings, n_kv_heads, ffn_dim, rope_theta,
-                     norm_eps)
+                     norm_eps, head_dim, rope_mode, qkv_bias, qk_norm)
     return LanguageModel.made(args, check_bool("build", build))
 
 
 def _head_dim(a: ModelArgs) -> int:
-    return a.dim // a.n_heads
+    return a.head_dim  # type: ignore[attr-defined]  # a LlamaArgs
 
 
 LLAMA = Architecture(
@@ -98,11 +111,13 @@ LLAMA = Architecture(
      Key("rope.freq_base", np.float32, "rope_theta", default=10000.0),
      Key("attention.layer_norm_rms_epsilon", np.float32, "norm_eps"),
      Key("vocab_size", np.uint32, "vocab_size"),
-     # other tools write them; pyggml_opt's llama has keys and values of the head size only
-     Key("attention.key_length", np.uint32, derive=_head_dim, written=False),
-     Key("attention.value_length", np.uint32, derive=_head_dim, written=False)),
+     # keys and values of the head size (llama.cpp's default: embedding_length / head_count)
+     Key("attention.key_length", np.uint32, "head_dim", default=None),
+     Key("attention.value_length", np.uint32, derive=_head_dim)),
     TensorMap({"tok.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "head.weight": "output.weight"},
-              {"attn_norm.weight": "attn_norm.weight", "attn.wq": "attn_q.weight", "attn.wk": "attn_k.weight",
-               "attn.wv": "attn_v.weight", "attn.wo": "attn_output.weight", "ffn_norm.weight": "ffn_norm.weight",
-               "ffn.w_gate": "ffn_gate.weight", "ffn.w_up": "ffn_up.weight", "ffn.w_down": "ffn_down.weight"}),
+              {"attn_norm.weight": "attn_norm.weight", "attn.wq.weight": "attn_q.weight", "attn.wk.weight": "attn_k.weight",
+               "attn.wv.weight": "attn_v.weight", "attn.wo.weight": "attn_output.weight",
+               "ffn_norm.weight": "ffn_norm.weight", "ffn.w_gate.weight": "ffn_gate.weight",
+               "ffn.w_up.weight": "ffn_up.weight", "ffn.w_down.weight": "ffn_down.weight"}),
+    fixed={"rope_mode": "norm", "qkv_bias": False, "qk_norm": False},
     refused={"expert_count": (None, 0), "rope.scaling.type": (None, "none", "linear")}, exact_args=True)

@@ -111,6 +111,11 @@ class Layer:
         which the training graph computes at every step besides its outputs."""
         return self.forward(x, params)
 
+    def legacy_names(self) -> dict[str, str]:
+        """Own parameter names -> the names earlier versions gave them, where they differ: what the
+        files, checkpoints and pickles of those versions hold."""
+        return {}
+
     def input_mask(self, x: Tensor) -> Tensor | None:
         """The padding mask (n, T) of the model input ``x``, for a first layer that makes one."""
         return None

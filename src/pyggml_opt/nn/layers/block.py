@@ -28,6 +28,10 @@ class Block(Layer):
     def quantizable(self) -> frozenset[str]:  # type: ignore[override]  # the sublayers' own, by child name
         return frozenset(f"{child}.{name}" for child, layer in self.children.items() for name in layer.quantizable)
 
+    def legacy_names(self) -> dict[str, str]:  # the sublayers' own, by child name
+        return {f"{child}.{new}": f"{child}.{old}" for child, layer in self.children.items()
+                for new, old in layer.legacy_names().items()}
+
     def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor]) -> Tensor:
         self._updates = updates
         try:

@@ -11,6 +11,7 @@ from ..ops import Tensor
 from ..params import uniform_init
 from ..shapes import MAX_SAMPLE_AXES
 from .base import Layer, LayerShapes
+from .block import Block
 
 
 class Linear(Layer):
@@ -105,30 +106,32 @@ class Reshape(Layer):
         return {**super().get_config(), "shape": list(self.shape)}
 
 
-class SwiGLU(Layer):
+class SwiGLU(Block):
     """Llama's feed-forward network: down(silu(gate(x)) * up(x)), (in,) or (T, in) -> same shape, with
-    ``w_gate`` and ``w_up`` (hidden, dim) and ``w_down`` (dim, hidden), no biases."""
+    ``Linear`` children without biases ``w_gate`` and ``w_up`` (hidden, dim) and ``w_down`` (dim, hidden)."""
 
     keeps_mask = True
     decoding = "steps"
-    quantizable = frozenset({"w_gate", "w_up", "w_down"})
 
     def __init__(self, dim: int, hidden: int, name: str | None = None) -> None:
         super().__init__(name)
         self.dim, self.hidden = check_int("dim", dim), check_int("hidden", hidden)
+        self.children = {"w_gate": Linear(self.dim, self.hidden, False), "w_up": Linear(self.dim, self.hidden, False),
+                         "w_down": Linear(self.hidden, self.dim, False)}
 
     def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if not input_shape or input_shape[-1] != self.dim or len(input_shape) > 2:
             self._fail(input_shape, f"({self.dim},) or (steps, {self.dim})")
-        return LayerShapes(tuple(input_shape), {"w_gate": (self.hidden, self.dim), "w_up": (self.hidden, self.dim),
-                                                "w_down": (self.dim, self.hidden)})
+        hidden = (*input_shape[:-1], self.hidden)
+        return self.infer_children({"w_gate": input_shape, "w_up": input_shape, "w_down": hidden}, tuple(input_shape))
 
-    def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        return uniform_init(rng, shape, shape[1])
+    def legacy_names(self) -> dict[str, str]:
+        # raw parameters before the projections were Linear children
+        return {f"{p}.weight": p for p in self.children}
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        gated = F.mul(F.silu(F.linear(x, params["w_gate"])), F.linear(x, params["w_up"]))
-        return F.linear(gated, params["w_down"])
+        gated = F.mul(F.silu(self.call("w_gate", x, params)), self.call("w_up", x, params))
+        return self.call("w_down", gated, params)
 
     def get_config(self) -> dict:
         return {**super().get_config(), "dim": self.dim, "hidden": self.hidden}

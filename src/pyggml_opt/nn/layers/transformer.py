@@ -59,18 +59,22 @@ class TransformerBlock(Block):
 
 class LlamaBlock(Block):
     """Llama's transformer block on a sequence (T, dim): x + attn(RMSNorm(x)), then
-    x + ffn(RMSNorm(x)), with ``attn`` a ``GroupedQueryAttention`` (``n_heads``, ``n_kv_heads``,
-    rotary positions of base ``rope_theta``, causal) and ``ffn`` a ``SwiGLU`` of ``ffn_dim`` hidden
-    units; the norms (``attn_norm``, ``ffn_norm``) use ``eps``. No biases anywhere."""
+    x + ffn(RMSNorm(x)), with ``attn`` a ``GroupedQueryAttention`` (``n_heads``, ``n_kv_heads``, heads
+    of ``head_dim``, rotary positions of base ``rope_theta`` and ``rope_mode``, ``qkv_bias``,
+    ``qk_norm``, causal) and ``ffn`` a ``SwiGLU`` of ``ffn_dim`` hidden units; the norms
+    (``attn_norm``, ``ffn_norm``, and the attention's per-head ones) use ``eps``."""
 
     keeps_mask = True
     uses_mask = True
 
     def __init__(self, dim: int, n_heads: int, n_kv_heads: int | None = None, ffn_dim: int | None = None,
-                 rope_theta: float = 10000.0, eps: float = 1e-5, name: str | None = None) -> None:
+                 rope_theta: float = 10000.0, eps: float = 1e-5, head_dim: int | None = None, rope_mode: str = "norm",
+                 qkv_bias: bool = False, qk_norm: bool = False, name: str | None = None) -> None:
         super().__init__(name)
         self.dim = check_int("dim", dim)
-        attn = GroupedQueryAttention(dim, n_heads, n_kv_heads, rope_theta)
+        attn = GroupedQueryAttention(dim, n_heads, n_kv_heads, rope_theta, head_dim=head_dim, rope_mode=rope_mode,
+                                     qkv_bias=qkv_bias, qk_norm=qk_norm,
+                                     norm_eps=check_number("eps", eps, 0.0, 1.0, lo_open=True))
         self.n_heads, self.n_kv_heads, self.rope_theta = attn.n_heads, attn.n_kv_heads, attn.rope_base
         self.ffn_dim = check_int("ffn_dim", ffn_dim) if ffn_dim is not None else 4 * self.dim
         self.eps = check_number("eps", eps, 0.0, 1.0, lo_open=True)
@@ -87,5 +91,7 @@ class LlamaBlock(Block):
         return F.add(x, self.call("ffn", self.call("ffn_norm", x, params), params))
 
     def get_config(self) -> dict:
+        attn = self.children["attn"].get_config()  # the attention's options beyond Llama's, where set
+        extra = {k: attn[k] for k in ("head_dim", "rope_mode", "qkv_bias", "qk_norm") if k in attn}
         return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads,
-                "ffn_dim": self.ffn_dim, "rope_theta": self.rope_theta, "eps": self.eps}
+                "ffn_dim": self.ffn_dim, "rope_theta": self.rope_theta, "eps": self.eps, **extra}
