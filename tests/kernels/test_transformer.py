@@ -236,3 +236,33 @@ def test_a_block_carries_its_sublayers_buffers_and_updates():
     # one step of momentum 0.1 from (0, 1) towards the batch's mean and unbiased variance
     np.testing.assert_allclose(w["0.bn.running_mean"], 0.1 * x.mean(0), rtol=1e-5)
     np.testing.assert_allclose(w["0.bn.running_var"], 0.9 + 0.1 * x.var(0, ddof=1), rtol=1e-5)
+
+
+class CountTokens(L.Layer):
+    """A layer of the user's that reads the sequence state: each step's output is the number of tokens
+    (not padding) in its sequence."""
+
+    keeps_mask = True
+
+    def infer(self, input_shape):
+        return L.LayerShapes(tuple(input_shape))
+
+    def forward(self, x, params, state=None):
+        n, steps, dim = x.shape
+        assert state is not None and state.positions is None and not state.caches  # not a decoding graph
+        if state.padding is None:
+            return pgo.ops.scale(x, 0.0, float(steps))
+        count = pgo.ops.sum_rows(state.padding)                                  # (n, 1)
+        return pgo.ops.add(pgo.ops.scale(x, 0.0), pgo.ops.reshape(count, n, 1, 1))
+
+
+def test_a_forward_that_takes_state_gets_the_padding_mask():
+    """As Keras passes ``mask`` to a call that takes it: the padding mask of Embedding(mask_zero=True)
+    reaches a layer whose forward has a ``state`` argument, as ``state.padding``; layers without it are
+    called as before."""
+    x = np.array([[3, 4, 0, 0, 0, 0], [1, 2, 3, 4, 5, 6]], np.int32)
+    for mask_zero, expected in ((True, [2, 6]), (False, [6, 6])):
+        m = pgo.Sequential([L.Embedding(V, 4, mask_zero=mask_zero), CountTokens(), L.Linear(4, 4)], input_shape=(T,))
+        m.set_weights({"2.weight": np.eye(4, dtype=np.float32), "2.bias": np.zeros(4, np.float32)})
+        out = m.predict(x)
+        np.testing.assert_array_equal(out[:, :, 0], np.repeat(np.array(expected, np.float32)[:, None], T, axis=1))

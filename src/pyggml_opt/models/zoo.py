@@ -14,7 +14,9 @@ import numpy as np
 from ..nn import Network, serialize
 from ..nn.losses import CrossEntropy
 from ..nn.layers import Conv2d, Flatten, Layer, Linear, MaxPool2d, ReLU, Reshape
+from ..core.tensor_data import Weight
 from ..saving import FileFormat, register_format
+from ..saving.formats import Reader, read_each
 from .model import Sequential
 
 MNIST_HW = 28
@@ -63,21 +65,23 @@ def _matcher(layers: list[Layer]) -> Callable[[Network], bool]:
 _DENSE_CHW = (2 * MNIST_CNN_NCB, MNIST_HW // 4, MNIST_HW // 4)
 
 
-def _dense_to_ggml(name: str, w: np.ndarray) -> np.ndarray:
-    if name != "dense.weight":
-        return w
+def _dense_to_ggml(weights: dict[str, Weight]) -> dict[str, Weight]:
     c, h, hw = _DENSE_CHW
-    return w.reshape(-1, c, h, hw).transpose(0, 2, 3, 1).reshape(w.shape[0], -1)
+    w = weights["dense.weight"]
+    assert isinstance(w, np.ndarray)  # the layout is float32_only
+    return {**weights, "dense.weight": w.reshape(-1, c, h, hw).transpose(0, 2, 3, 1).reshape(w.shape[0], -1)}
 
 
-def _dense_from_ggml(name: str, w: np.ndarray) -> np.ndarray:
-    if name != "dense.weight":
-        return w
+def _dense_from_ggml(read: Reader, shapes: dict[str, tuple[int, ...]]) -> dict[str, Weight]:
     c, h, hw = _DENSE_CHW
-    return w.reshape(-1, h, hw, c).transpose(0, 3, 1, 2).reshape(w.shape[0], -1)
+    weights = read_each(read, shapes)
+    w = weights["dense.weight"]
+    if isinstance(w, np.ndarray) and w.shape == shapes["dense.weight"]:  # else the caller's shape check refuses it
+        weights["dense.weight"] = w.reshape(-1, h, hw, c).transpose(0, 3, 1, 2).reshape(w.shape[0], -1)
+    return weights
 
 
 register_format(FileFormat("mnist-fc", _matcher(_fc_layers(MNIST_NHIDDEN)), lambda f: (Sequential(_fc_layers(MNIST_NHIDDEN)), (MNIST_NINPUT,)),
                            default_loss=CrossEntropy.name))
-register_format(FileFormat("mnist-cnn", _matcher(_cnn_layers()), lambda f: (Sequential(_cnn_layers()), (MNIST_NINPUT,)), _dense_to_ggml, _dense_from_ggml,
-                           default_loss=CrossEntropy.name))
+register_format(FileFormat("mnist-cnn", _matcher(_cnn_layers()), lambda f: (Sequential(_cnn_layers()), (MNIST_NINPUT,)),
+                           _dense_to_ggml, _dense_from_ggml, default_loss=CrossEntropy.name, float32_only=True))

@@ -17,6 +17,7 @@ import numpy as np
 from .._lib import CData, lib
 from ..core import GRAPH_SIZE, Backend, Buffer, Context, Scheduler, tensor_data
 from .layers import Block, Layer
+from .layers.base import SequenceState
 from .network import Network
 from .ops import Tensor, contiguous, new_input
 from .params import ParamStore
@@ -95,15 +96,9 @@ class DecodeGraph:
             self._inputs = (ids.ptr, positions.ptr, mask.ptr)
             for t in self._inputs:
                 lib.ggml_set_input(t)
-            params = dict(store.tensors)
-            for prefix, layer in layers:
-                params[f"{prefix}positions"] = positions
-                if layer.decoding == "cache":
-                    params[f"{prefix}kv_mask"] = mask
-                    for kind in ("k", "v"):
-                        name = f"{prefix}{kind}_cache"
-                        params[name] = Tensor(cache.tensors[name], g, cache.ctx, 3)
-            out = contiguous(network.forward(ids, params))
+            caches = {name: Tensor(t, g, cache.ctx, 3) for name, t in cache.tensors.items()}
+            state = SequenceState(positions=positions, kv_mask=mask, caches=caches)
+            out = contiguous(network.forward(ids, dict(store.tensors), state))
             self.outputs = out.ptr
             lib.ggml_set_output(self.outputs)
             self.gf = lib.ggml_new_graph_custom(g.ptr, GRAPH_SIZE, False)

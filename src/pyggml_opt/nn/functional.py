@@ -10,6 +10,7 @@ from .._lib import CData, lib
 from ..checks import check_int
 from ..core import GRAPH_SIZE, Context
 from .graph import output_shape_of
+from .layers.base import SequenceState
 from .network import Network, NetworkShapes
 from .summary import SummaryRow
 from .ops import Tensor, new_input
@@ -55,7 +56,7 @@ class FunctionNetwork(Network):
             return np.zeros(shape, np.float32)
         return uniform_init(rng, shape, int(np.prod(shape[1:])))
 
-    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+    def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
         out = self._forward(x, params)
         if not isinstance(out, Tensor):
             raise TypeError(f"the model function must return a Tensor, got {type(out).__name__}")

@@ -22,6 +22,7 @@ from ..checks import check_int
 from ..core import Backend
 from ..core.tensor_data import Quantized, Weight
 from .losses import LossSpec
+from .layers.base import SequenceState
 from .ops import Tensor
 from .params import ParamStore, check_param_name, checked_weight, matching_params, quantized_types
 from .shapes import MAX_SAMPLE_AXES
@@ -77,8 +78,9 @@ class Network:
     def _init_param(self, name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
 
-    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        """The graph of the model for input ``x`` (shape (batch, *input_shape))."""
+    def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
+        """The graph of the model for input ``x`` (shape (batch, *input_shape)); ``state``: a decoding
+        graph's positions and key / value caches (``nn/decoding.py``), for networks whose layers decode."""
         raise NotImplementedError
 
     def get_config(self) -> dict:

@@ -2,13 +2,14 @@
 training API)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from .layers import Layer
 from .layers.activations import ReLU
-from .layers.base import combined, own_tensors, prefixed
+from .layers.base import SequenceState, combined, own_tensors, prefixed, run_layer
 from .layers.conv import MaxPool2d
 from .network import Network, NetworkShapes
 from .summary import SummaryRow
@@ -99,22 +100,25 @@ class SequentialNetwork(Network):
         layer, pname = self._owner(name)
         return layer.init(pname, shape, rng)
 
-    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        return self._apply(x, params, None)
+    def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
+        """The layers in order; ``state``: a decoding graph's positions, key / value caches and mask
+        (``nn/decoding.py``; the padding mask comes from the first layer)."""
+        return self._apply(x, params, None, state)
 
     def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor]) -> Tensor:
-        return self._apply(x, params, updates)
+        return self._apply(x, params, updates, None)
 
-    def _apply(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor] | None) -> Tensor:
+    def _apply(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor] | None,
+               state: SequenceState | None) -> Tensor:
         """The layers in order (in the training graph when ``updates`` collects buffer updates), with
         the padding mask of the first layer carried as far as the layers keep the steps axis."""
-        padding = self.layers[0].input_mask(x)
+        state = dataclasses.replace(state or SequenceState(), padding=self.layers[0].input_mask(x))
         params = {**params, **{alias: params[target] for alias, target in self.tied.items()}}
         for i in application_order(self.layers):
             name, layer = self.layer_names[i], self.layers[i]
-            own = own_tensors(layer, f"{name}.", params, padding)
-            x = layer.forward(x, own) if updates is None else layer.forward_train(x, own, updates)
-            padding = padding if layer.keeps_mask else None
+            x = run_layer(layer, x, own_tensors(f"{name}.", params), state.within(f"{name}."), updates)
+            if not layer.keeps_mask:
+                state = state.without_padding()
         return x
 
     def quantizable(self) -> frozenset[str]:

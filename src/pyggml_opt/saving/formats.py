@@ -7,14 +7,13 @@ models they fit, how to build a model for a file that has no JSON architecture (
 C++ tools), and how tensors differ from the model's own.
 
 A layout belongs to one family (``FileFormat.layout``): "pyggml_opt" (the files pyggml_opt reads and
-writes by default) or "llama.cpp" (files llama.cpp runs: ``save(model, path, tokenizer=...)``). Within
-a family the first registered format that matches a model is the one it saves in."""
+writes by default) or "llama.cpp" (files llama.cpp runs: ``save(model, path, format="llama.cpp",
+tokenizer=...)``). Within a family the first registered format that matches a model is the one it
+saves in. The language models' architectures are registered from their table (``models/lm``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
-
-import numpy as np
 
 from ..core import GGUFFile
 from ..core.tensor_data import Weight
@@ -24,8 +23,17 @@ GENERIC = "pyggml_opt"
 LAYOUTS = (GENERIC, "llama.cpp")  # the families of layouts a model can be saved in
 
 
-def _same(name: str, value: np.ndarray) -> np.ndarray:
-    return value
+Reader = Callable[[str, int], Weight]  # a file's tensor by name and rank (checked by the caller)
+
+
+def same_tensors(weights: dict[str, Weight]) -> dict[str, Weight]:
+    """The file's tensors of a layout that names and stores them as the model's parameters."""
+    return weights
+
+
+def read_each(read: Reader, shapes: dict[str, tuple[int, ...]]) -> dict[str, Weight]:
+    """The parameters of such a layout: each its own file tensor."""
+    return {name: read(name, len(shape)) for name, shape in shapes.items()}
 
 
 def _no_metadata(model: Network) -> dict[str, object]:
@@ -41,26 +49,18 @@ class FileFormat:
     # the model of an open file of this layout (its keys may hold hyperparameters), not built yet (the
     # file's weights are its first ones), and the input shape to build it for; ValueError if corrupt
     build: Callable[[GGUFFile], "tuple[Network, tuple[int, ...]]"]
-    to_file: Callable[[str, np.ndarray], np.ndarray] = _same    # parameter -> file tensor
-    from_file: Callable[[str, np.ndarray], np.ndarray] = _same  # file tensor -> parameter
+    # The one conversion hook pair: the model's weights -> the file's tensors, and (a reader of file
+    # tensors by name and rank, the model's parameter shapes) -> the parameters (llama.cpp's names and
+    # fused tensors, ggml's mnist-cnn column order); both may meet ``Quantized`` values.
+    to_tensors: Callable[[dict[str, Weight]], dict[str, Weight]] = same_tensors
+    from_tensors: Callable[[Reader, dict[str, tuple[int, ...]]], dict[str, Weight]] = read_each
     default_loss: str | None = None             # for files that do not say
     metadata: Callable[[Network], dict[str, object]] = _no_metadata  # keys the layout writes (hyperparameters)
     layout: str = GENERIC                       # its family (LAYOUTS)
-    # Layouts whose tensors are named and cut otherwise than the model's parameters (llama.cpp's):
-    # the model's weights -> the file's tensors, and (a reader of file tensors by name and rank, the
-    # model's parameter shapes) -> the parameters. None: one tensor per parameter (to_file / from_file).
-    # Either may hold ``Quantized`` values (parameters kept quantized), which to_file / from_file cannot.
-    to_tensors: Callable[[dict[str, Weight]], dict[str, Weight]] | None = None
-    from_tensors: Callable[[Callable[[str, int], Weight], dict[str, tuple[int, ...]]],
-                           dict[str, Weight]] | None = None
     # why a model does not fit (the first layer that does not map), for the ValueError of an explicit save
     mismatch: Callable[[Network], str] | None = None
-
-    @property
-    def converts(self) -> bool:
-        """Whether a parameter's file tensor differs from it (to_file / from_file are not the identity):
-        such a layout takes float32 weights only."""
-        return self.to_file is not _same or self.from_file is not _same
+    # the hooks compute on float32 values (mnist-cnn permutes a matrix's columns): no quantized tensors
+    float32_only: bool = False
 
 
 _FORMATS: dict[str, FileFormat] = {}

@@ -33,7 +33,7 @@ from ..core.tensor_data import Quantized, Weight
 from ..text import BPETokenizer, CharTokenizer, vocab_metadata
 from ..nn import Network, check_rebuilds, deserialize, serialize
 from ..nn.losses import loss_entry
-from .formats import GENERIC, LAYOUTS, FileFormat, format_named, format_of, formats_in, known_architectures
+from .formats import GENERIC, LAYOUTS, FileFormat, format_named, format_of, formats_in, known_architectures, read_each
 
 # llama.cpp's general.file_type (llama.h: enum llama_ftype): what most of the weights are stored as
 FILE_TYPES = {"f32": 0, "q4_0": 2, "q8_0": 7}
@@ -152,12 +152,10 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         check_rebuilds(type(model), model.get_config(), model.input_shape, model.param_shapes)
     weights = model.get_weights()
     kept = model.quantized()
-    if kept and fmt is not None and fmt.converts:
+    if kept and fmt is not None and fmt.float32_only:
         raise ValueError(f"the {fmt.architecture} layout stores float32 tensors; this model keeps {sorted(kept)[:3]} "
                          "quantized")
-    tensors = (fmt.to_tensors(weights) if fmt is not None and fmt.to_tensors is not None
-               else {name: fmt.to_file(name, value) if fmt and isinstance(value, np.ndarray) else value
-                     for name, value in weights.items()})
+    tensors = fmt.to_tensors(weights) if fmt is not None else weights
     _check_vocab_size(vocab, tensors, weights)
     own = {**(fmt.metadata(model) if fmt else {}), **vocab}
     clash = sorted((extra or {}).keys() & {*own, *WRITTEN})
@@ -249,18 +247,11 @@ def read_tensors(f: GGUFFile, shapes: dict[str, tuple[int, ...]],
         if name not in names:
             raise ValueError(f"the file has no tensor {name!r} (it has {names})")
         value = f.weight(name, ndim)
-        if isinstance(value, Quantized) and fmt is not None and fmt.converts:
+        if isinstance(value, Quantized) and fmt is not None and fmt.float32_only:
             raise ValueError(f"tensor {name!r} is {value.type_name}: the {fmt.architecture} layout stores float32 tensors")
         return value
 
-    if fmt is not None and fmt.from_tensors is not None:
-        raw = fmt.from_tensors(file_tensor, shapes)
-    else:
-        raw = {}
-        for name, shape in shapes.items():
-            value = file_tensor(name, len(shape))
-            raw[name] = fmt.from_file(name, value) if fmt is not None and isinstance(value, np.ndarray) \
-                and value.shape == shape else value
+    raw = (fmt.from_tensors if fmt is not None else read_each)(file_tensor, shapes)
     out: dict[str, Weight] = {}
     for name, shape in shapes.items():
         value = raw[name]

@@ -164,12 +164,9 @@ def file_format(arch: Architecture) -> FileFormat:
         args = args_of(model)
         return args is not None and arch.why_not(args) is None
 
-    converts = not arch.tensors.identity
     return FileFormat(arch.name, matches, lambda f: build(arch, f), default_loss=LOSS,
-                      metadata=lambda m: metadata(arch, m), layout=arch.layout,
-                      to_tensors=arch.tensors.to_file if converts else None,
-                      from_tensors=arch.tensors.from_file if converts else None,
-                      mismatch=lambda m: why_not(m, arch))
+                      metadata=lambda m: metadata(arch, m), layout=arch.layout, to_tensors=arch.tensors.to_file,
+                      from_tensors=arch.tensors.from_file, mismatch=lambda m: why_not(m, arch))
 
 
 ARCHITECTURES: dict[str, Architecture] = {}  # the table: general.architecture -> its entry

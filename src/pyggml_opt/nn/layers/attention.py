@@ -9,25 +9,26 @@ from ...checks import check_bool, check_choice, check_int, check_number
 from .. import ops as F
 from ..ops import Tensor
 from ..ops.attention import ROPE_MODES
-from .base import Layer, LayerShapes
+from .base import Layer, LayerShapes, SequenceState
 from .block import Block
 from .dense import Linear
 from .norm import RMSNorm
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, causal: bool, params: dict[str, Tensor]) -> Tensor:
+def attend(q: Tensor, k: Tensor, v: Tensor, causal: bool, state: SequenceState) -> Tensor:
     """Attention of queries q (n, T, heads, d_head) over keys and values (n, T, kv_heads, d_head),
-    heads merged: (n, T, heads * d_head). In a decoding graph (``nn/decoding.py``: ``params`` holds the
-    layer's ``k_cache`` / ``v_cache``, the steps' ``positions`` and the ``kv_mask`` over the cached
-    rows) the new keys and values go into the cache and the queries attend over its rows; else over
-    the T steps (causal or not, a padding mask where the model has one)."""
+    heads merged: (n, T, heads * d_head). In a decoding graph (``state`` holds the layer's ``k_cache`` /
+    ``v_cache``, the steps' ``positions`` and the ``kv_mask`` over the cached rows) the new keys and
+    values go into the cache and the queries attend over its rows; else over the T steps (causal or
+    not, the padding mask where the model has one)."""
     n, steps, heads, d_head = q.shape
-    if "k_cache" in params:
-        n_kv = params["kv_mask"].shape[-1]
-        keys, values = (F.cache_rows(params[f"{p}_cache"], t, params["positions"], n_kv) for p, t in (("k", k), ("v", v)))
-        out = F.cached_attention(q, keys, values, params["kv_mask"])
+    if "k_cache" in state.caches:
+        assert state.kv_mask is not None and state.positions is not None  # a decoding graph gives all three
+        n_kv = state.kv_mask.shape[-1]
+        keys, values = (F.cache_rows(state.caches[f"{p}_cache"], t, state.positions, n_kv) for p, t in (("k", k), ("v", v)))
+        out = F.cached_attention(q, keys, values, state.kv_mask)
     else:
-        mask = F.attention_mask(params["padding"]) if "padding" in params else None
+        mask = F.attention_mask(state.padding) if state.padding is not None else None
         q, k, v = (F.permute(t, 0, 2, 1, 3) for t in (q, k, v))
         out = F.permute(F.attention(q, k, v, causal, mask), 0, 2, 1, 3)
     return F.reshape(out, n, steps, heads * d_head)
@@ -40,7 +41,6 @@ class SelfAttention(Block):
     (``nn/decoding.py``) of ``kv_width`` keys and values per step."""
 
     keeps_mask = True
-    uses_mask = True
     causal: bool
     dim: int
 
@@ -105,12 +105,14 @@ class MultiHeadAttention(SelfAttention):
         # GPT-2's biases start at zero (a Linear's own start uniform, as PyTorch's)
         return np.zeros(shape, np.float32) if pname.endswith(".bias") else super().init(pname, shape, rng)
 
-    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+    def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
+        state = state or SequenceState()
+
         def split(p: str) -> Tensor:  # (n, T, dim) -> (n, T, heads, d_head)
             y = self.heads(x, params, p, self.n_heads)
-            return F.rope(y, positions=params.get("positions")) if self.rope and p in "qk" else y
+            return F.rope(y, positions=state.positions) if self.rope and p in "qk" else y
 
-        return self.call("wo", attend(split("q"), split("k"), split("v"), self.causal, params), params)
+        return self.call("wo", attend(split("q"), split("k"), split("v"), self.causal, state), params)
 
     def get_config(self) -> dict:
         return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "causal": self.causal,
@@ -165,17 +167,19 @@ class GroupedQueryAttention(SelfAttention):
         """Keys (and values) per step: kv_dim."""
         return self.kv_dim
 
-    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+    def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
+        state = state or SequenceState()
+
         def split(p: str, heads: int) -> Tensor:  # (n, T, dim) -> (n, T, heads, head_dim)
             y = self.heads(x, params, p, heads)
             if p not in "qk":
                 return y
             if self.qk_norm:
                 y = self.call(f"{p}_norm", y, params)
-            return F.rope(y, self.rope_base, mode=self.rope_mode, positions=params.get("positions"))
+            return F.rope(y, self.rope_base, mode=self.rope_mode, positions=state.positions)
 
         out = attend(split("q", self.n_heads), split("k", self.n_kv_heads), split("v", self.n_kv_heads), self.causal,
-                     params)
+                     state)
         return self.call("wo", out, params)
 
     def get_config(self) -> dict:

@@ -2,14 +2,48 @@
 layer has for one input shape."""
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from dataclasses import dataclass, field
-from typing import Mapping, NoReturn, Sequence
+from typing import Any, Mapping, NoReturn, Sequence
 
 import numpy as np
 
 from ..ops import Tensor
 
 Shapes = Mapping[str, tuple[int, ...]]  # name -> shape (numpy order, batch axis excluded where per sample)
+
+
+@dataclass(frozen=True)
+class SequenceState:
+    """What a layer over sequences sees besides its input and its parameters, given to ``forward`` as
+    ``state`` when the layer's ``forward`` takes that argument (as Keras passes ``mask`` to a ``call``
+    that takes one): the model input's padding mask (``padding``, (n, T), 1 for a token and 0 for
+    padding; None without one) and, in a decoding graph (``nn/decoding.py``), the new steps' int32
+    ``positions`` (T,), the ``kv_mask`` over the cached rows and the key / value ``caches`` of the
+    attention layers, named by the layer's path ("blk0.attn.k_cache"); ``within`` narrows them to a
+    sublayer's, so that an attention layer finds its own as "k_cache" / "v_cache"."""
+
+    padding: Tensor | None = None
+    positions: Tensor | None = None
+    kv_mask: Tensor | None = None
+    caches: Mapping[str, Tensor] = field(default_factory=dict)
+
+    def within(self, prefix: str) -> "SequenceState":
+        """The state a sublayer named ``prefix`` ("attn.") sees: its own caches."""
+        start = len(prefix)
+        return dataclasses.replace(self, caches={k[start:]: v for k, v in self.caches.items() if k.startswith(prefix)})
+
+    def without_padding(self) -> "SequenceState":
+        return dataclasses.replace(self, padding=None)
+
+
+def run_layer(layer: "Layer", x: Tensor, params: dict[str, Tensor], state: SequenceState,
+              updates: list[Tensor] | None) -> Tensor:
+    """``layer`` applied to ``x`` with its own ``params``: ``forward``, or in the training graph (``updates``
+    collects buffer updates) ``forward_train``; ``state`` passed where the layer's ``forward`` takes it."""
+    extra: dict[str, Any] = {"state": state} if layer.takes_state else {}
+    return layer.forward(x, params, **extra) if updates is None else layer.forward_train(x, params, updates, **extra)
 
 
 @dataclass(frozen=True)
@@ -58,24 +92,27 @@ class Layer:
     input_dtype: str | None = None
     # Padding masks (Keras's masking): the first layer may derive one from the model input
     # (``input_mask``: Embedding(mask_zero=True)); it passes through the layers that keep the steps
-    # axis as it is (``keeps_mask``) and reaches those that use it (``uses_mask``) in ``forward``'s
-    # params as "padding", (n, T), 1 for a token and 0 for padding. Any other layer drops it.
+    # axis as it is (``keeps_mask``) and reaches, as ``SequenceState.padding``, those whose ``forward``
+    # takes a ``state`` argument. Any other layer drops it.
     keeps_mask = False
-    uses_mask = False
     # Decoding with a key / value cache (nn/decoding.py) runs a model on its new steps only: "steps"
     # marks a layer whose output at a step depends on its input at that step alone (it runs as it
-    # is), "positions" one that reads the steps' positions (``forward``'s params "positions", int32
-    # (T,)), "cache" an attention layer keeping ``kv_width`` keys and values per step (params
-    # "k_cache" / "v_cache", "positions", "kv_mask"); a Block decodes when its sublayers do. None:
-    # not known to, so generate recomputes such a model's whole window per token.
+    # is), "positions" one that reads the steps' positions (``state.positions``, int32 (T,)), "cache"
+    # an attention layer keeping ``kv_width`` keys and values per step (``state.caches``
+    # "k_cache" / "v_cache", ``state.positions``, ``state.kv_mask``); a Block decodes when its
+    # sublayers do. None: not known to, so generate recomputes such a model's whole window per token.
     decoding: str | None = None
     # Own names of the parameters the layer uses only as the matrix of a MUL_MAT or the table of a
     # GET_ROWS, which ggml computes with in its quantized types: a model may keep them quantized
     # (frozen), as a Q8_0 / Q4_0 file stores them. Other parameters are float32.
     quantizable: frozenset[str] = frozenset()
 
+    # whether ``forward`` takes a ``state`` argument (a SequenceState): set for each subclass from its signature
+    takes_state = False
+
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
+        cls.takes_state = "state" in inspect.signature(cls.forward).parameters
         if "output_shape" in cls.__dict__:  # the protocol before LayerShapes: it would build no parameters
             raise TypeError(f"{cls.__name__} overrides output_shape: a layer implements infer(input_shape) -> "
                             "LayerShapes (output, params, buffers, step_inputs) instead; output_shape is a query")
@@ -105,11 +142,12 @@ class Layer:
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         raise NotImplementedError
 
-    def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor]) -> Tensor:
+    def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor], **state: Any) -> Tensor:
         """The layer in the training graph: ``forward`` unless the layer has buffers to update, in which
         case it appends to ``updates`` the nodes that write them (ggml_cpy into the buffer tensors),
-        which the training graph computes at every step besides its outputs."""
-        return self.forward(x, params)
+        which the training graph computes at every step besides its outputs. ``state``: the
+        ``SequenceState`` of a layer whose ``forward`` takes one."""
+        return self.forward(x, params, **state)
 
     def legacy_names(self) -> dict[str, str]:
         """Own parameter names -> the names earlier versions gave them, where they differ: what the
@@ -137,12 +175,8 @@ class Layer:
                          f"{tuple(input_shape)} (batch axis excluded) does not fit: expected {expected}")
 
 
-def own_tensors(layer: Layer, prefix: str, params: dict[str, Tensor], padding: Tensor | None) -> dict[str, Tensor]:
-    """The tensors of ``params`` (a model's or a block's) that belong to ``layer``, whose names there
-    start with ``prefix``, by the layer's own names: parameters, buffers, the step inputs the graph has
-    (training graphs only), and the padding mask if the layer uses it."""
+def own_tensors(prefix: str, params: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The tensors of ``params`` (a model's or a block's) whose names there start with ``prefix``, by
+    the layer's own names: its parameters, buffers and the step inputs the graph has (training graphs only)."""
     start = len(prefix)
-    own = {name[start:]: t for name, t in params.items() if name.startswith(prefix)}
-    if padding is not None and layer.uses_mask:
-        own["padding"] = padding
-    return own
+    return {name[start:]: t for name, t in params.items() if name.startswith(prefix)}

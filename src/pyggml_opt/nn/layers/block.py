@@ -2,17 +2,20 @@
 ``<sublayer>.<name>`` (so a model names them ``<layer>.<sublayer>.<name>``, as PyTorch's modules do)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..ops import Tensor
-from .base import Layer, LayerShapes, combined, own_tensors
+from .base import Layer, LayerShapes, SequenceState, combined, own_tensors, run_layer
 
 
 class Block(Layer):
     """Base class of composite layers. A subclass creates its sublayers in ``__init__`` (``children``,
     name -> Layer), returns ``infer_children(...)`` from ``infer`` with the input shape each sublayer
     sees, and applies them in ``forward`` with ``call``. In the training graph (``forward_train``)
-    ``call`` runs the sublayers' training forms; a padding mask reaches the sublayers that use it."""
+    ``call`` runs the sublayers' training forms. A block over sequences takes ``state`` in ``forward``
+    and hands it to ``call``, which gives each sublayer its part (``SequenceState.within``)."""
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)
@@ -32,10 +35,10 @@ class Block(Layer):
         return {f"{child}.{new}": f"{child}.{old}" for child, layer in self.children.items()
                 for new, old in layer.legacy_names().items()}
 
-    def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor]) -> Tensor:
+    def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor], **state: Any) -> Tensor:
         self._updates = updates
         try:
-            return self.forward(x, params)
+            return self.forward(x, params, **state)
         finally:
             self._updates = None
 
@@ -47,9 +50,9 @@ class Block(Layer):
         child, p = name.split(".", 1)
         return self.children[child].fill_step_input(p, rng, shape)
 
-    def call(self, child: str, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+    def call(self, child: str, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
         """Sublayer ``child`` applied to ``x``, given this block's ``params`` (step inputs included,
-        where the graph has them)."""
-        layer = self.children[child]
-        own = own_tensors(layer, f"{child}.", params, params.get("padding"))
-        return layer.forward(x, own) if self._updates is None else layer.forward_train(x, own, self._updates)
+        where the graph has them) and ``state`` (what the block's ``forward`` was given)."""
+        own = own_tensors(f"{child}.", params)
+        inner = (state or SequenceState()).within(f"{child}.")
+        return run_layer(self.children[child], x, own, inner, self._updates)

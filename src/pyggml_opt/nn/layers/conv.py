@@ -10,7 +10,7 @@ from .. import ops as F
 from ..ops import Tensor
 from ..params import uniform_init
 from ..shapes import conv2d_output_hw, pool2d_output_hw
-from .base import Layer, LayerShapes
+from .base import Layer, LayerShapes, SequenceState
 
 
 class Conv2d(Layer):
@@ -124,19 +124,18 @@ class GlobalAveragePooling1D(Layer):
     after an ``Embedding(mask_zero=True)``, over the steps that are tokens (a sequence of padding only
     gives zeros)."""
 
-    uses_mask = True
 
     def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 2:
             self._fail(input_shape, "a sequence (T, features)")
         return LayerShapes((input_shape[1],))
 
-    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+    def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
         n, steps, features = x.shape
         by_feature = F.permute(x, 0, 2, 1)  # (n, features, T)
-        if "padding" not in params:
+        if state is None or state.padding is None:
             return F.reshape(F.mean(by_feature), n, features)
-        keep = params["padding"]
+        keep = state.padding
         total = F.sum_rows(F.mul(by_feature, F.reshape(keep, n, 1, steps)))          # (n, features, 1)
         count = F.clamp(F.reshape(F.sum_rows(keep), n, 1, 1), 1.0, float("inf"))    # tokens per sequence
         return F.reshape(F.div(total, count), n, features)

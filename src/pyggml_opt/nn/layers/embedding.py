@@ -8,7 +8,7 @@ import numpy as np
 from ...checks import check_int, check_number
 from .. import ops as F
 from ..ops import Tensor
-from .base import Layer, LayerShapes
+from .base import Layer, LayerShapes, SequenceState
 
 
 class Embedding(Layer):
@@ -85,9 +85,9 @@ class PositionalEmbedding(Layer):
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         return (0.02 * rng.standard_normal(shape)).astype(np.float32)
 
-    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        if "positions" in params:  # a decoding graph: the steps' own positions (nn/decoding.py)
-            positions = params["positions"]
+    def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
+        positions = state.positions if state is not None else None
+        if positions is not None:  # a decoding graph: the steps' own positions (nn/decoding.py)
             return F.add(x, F.embedding(F.reshape(positions, 1, positions.shape[0]), params["weight"]))
         return F.add(x, F.rows(params["weight"], 0, x.shape[1], graph=x))
 

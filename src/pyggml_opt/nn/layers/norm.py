@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,7 @@ class _BatchNorm(Layer):
         return F.batch_norm(x, params["running_mean"], params["running_var"], params.get("weight"),
                             params.get("bias"), self.eps)
 
-    def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor]) -> Tensor:
+    def forward_train(self, x: Tensor, params: dict[str, Tensor], updates: list[Tensor], **state: Any) -> Tensor:
         y, writes = batch_norm_train(x, params["running_mean"], params["running_var"], params.get("weight"),
                                      params.get("bias"), self.momentum, self.eps)
         updates.extend(writes)

@@ -5,7 +5,7 @@ from ...checks import check_int, check_number
 from .. import ops as F
 from ..ops import Tensor
 from .attention import GroupedQueryAttention, MultiHeadAttention
-from .base import LayerShapes
+from .base import LayerShapes, SequenceState
 from .block import Block
 from .dense import Dropout, Linear, SwiGLU
 from .norm import LayerNorm, RMSNorm
@@ -18,11 +18,10 @@ class TransformerBlock(Block):
 
     Sublayers (and parameter prefixes): ``ln1``, ``attn`` (``causal`` and ``rope`` as in
     MultiHeadAttention), ``drop1``, ``ln2``, ``fc1``, ``fc2``, ``drop2``; ``dropout`` is the rate of both
-    Dropouts (on the residual branches, as in GPT-2). A padding mask (``Embedding(mask_zero=True)``)
-    reaches the attention."""
+    Dropouts (on the residual branches, as in GPT-2). ``state`` (the padding mask of an
+    ``Embedding(mask_zero=True)``, a decoding graph's caches) reaches the attention."""
 
     keeps_mask = True
-    uses_mask = True
 
     def __init__(self, dim: int, n_heads: int, mlp_ratio: int = 4, dropout: float = 0.0, causal: bool = True,
                  rope: bool = False, eps: float = 1e-5, name: str | None = None) -> None:
@@ -46,8 +45,8 @@ class TransformerBlock(Block):
         return self.infer_children({"ln1": input_shape, "attn": input_shape, "drop1": input_shape, "ln2": input_shape,
                                     "fc1": input_shape, "fc2": hidden, "drop2": input_shape}, tuple(input_shape))
 
-    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        h = self.call("attn", self.call("ln1", x, params), params)
+    def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
+        h = self.call("attn", self.call("ln1", x, params), params, state)
         x = F.add(x, self.call("drop1", h, params))
         h = self.call("fc2", F.gelu(self.call("fc1", self.call("ln2", x, params), params)), params)
         return F.add(x, self.call("drop2", h, params))
@@ -65,7 +64,6 @@ class LlamaBlock(Block):
     (``attn_norm``, ``ffn_norm``, and the attention's per-head ones) use ``eps``."""
 
     keeps_mask = True
-    uses_mask = True
 
     def __init__(self, dim: int, n_heads: int, n_kv_heads: int | None = None, ffn_dim: int | None = None,
                  rope_theta: float = 10000.0, eps: float = 1e-5, head_dim: int | None = None, rope_mode: str = "norm",
@@ -86,8 +84,8 @@ class LlamaBlock(Block):
             self._fail(input_shape, f"a sequence (T, {self.dim})")
         return self.infer_children({child: input_shape for child in self.children}, tuple(input_shape))
 
-    def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        x = F.add(x, self.call("attn", self.call("attn_norm", x, params), params))
+    def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
+        x = F.add(x, self.call("attn", self.call("attn_norm", x, params), params, state))
         return F.add(x, self.call("ffn", self.call("ffn_norm", x, params), params))
 
     def get_config(self) -> dict:
