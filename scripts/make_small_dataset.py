@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import io
 import sys
 import zipfile
@@ -26,16 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from pyggml_opt.data import load_fashion_mnist  # the installed package (the reader of the IDX files)
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "src" / "pyggml_opt" / "data" / "datasets" / "fashion_mnist_small.npz"
-
-
-def _load_data_module():
-    # Load pyggml_opt/data.py by path: it needs numpy only, and importing the package would load ggml.
-    spec = importlib.util.spec_from_file_location("_pyggml_opt_data", ROOT / "src" / "pyggml_opt" / "data.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def pick(labels: np.ndarray, per_class: int, rng: np.random.Generator, nclasses: int = 10) -> np.ndarray:
@@ -75,8 +68,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=2017)
     args = ap.parse_args(argv)
 
-    data = _load_data_module()
-    (xtr, ytr), (xte, yte) = data.load_fashion_mnist(args.src, normalize=False, flatten=False)
+    (xtr, ytr), (xte, yte) = load_fashion_mnist(args.src, normalize=False, flatten=False)
     rng = np.random.default_rng(args.seed)
     itr = pick(ytr, args.train_per_class, rng)
     ite = pick(yte, args.test_per_class, rng)
