@@ -47,7 +47,12 @@ def corpus():
 MODELS = {"gpt2": lambda v: pgo.models.gpt(v, CONTEXT, 64, 2, 4, head_bias=False),
           "llama": lambda v: pgo.models.llama(v, CONTEXT, 64, 2, 4, n_kv_heads=2),
           # no output.weight in the file: llama.cpp's loader uses token_embd as the output matrix
-          "llama-tied": lambda v: pgo.models.llama(v, CONTEXT, 64, 2, 4, n_kv_heads=2, tie_embeddings=True)}
+          "llama-tied": lambda v: pgo.models.llama(v, CONTEXT, 64, 2, 4, n_kv_heads=2, tie_embeddings=True),
+          # the llama family's variants as llama.cpp's qwen2 (q / k / v biases, NEOX) and qwen3 (heads of
+          # their own size, a norm of each head's queries and keys, NEOX)
+          "qwen2": lambda v: pgo.models.llama(v, CONTEXT, 64, 2, 4, n_kv_heads=2, rope_mode="neox", qkv_bias=True),
+          "qwen3": lambda v: pgo.models.llama(v, CONTEXT, 64, 2, 4, n_kv_heads=2, head_dim=32, rope_mode="neox",
+                                              qk_norm=True, tie_embeddings=True)}
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))

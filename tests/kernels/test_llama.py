@@ -10,7 +10,7 @@ import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt.data import CharTokenizer
 from pyggml_opt.models.lm import GPT2, LLAMA
-from support.llama_numpy import gpt2_logits, llama_logits, rope_neox
+from support.llama_numpy import gpt2_logits, llama_logits, rope_neox, rope_norm
 from support import FAST, check_gradients, greedy_by_predict
 from support.numerics import finite_differences
 
@@ -59,7 +59,7 @@ def test_llama_family_variants_match_float64_numpy(variant):
     assert ("blk0.attn.wk.bias" in m.param_shapes) == variant.get("qkv_bias", False)
     keys = {**llama_keys(2), "llama.attention.key_length": head}
     t = VARIANT_TENSORS.to_file({k: np.asarray(v, np.float64) for k, v in m.get_weights().items()})
-    rope = rope_neox if variant.get("rope_mode") == "neox" else llama_logits.__defaults__[0]
+    rope = rope_neox if variant.get("rope_mode") == "neox" else rope_norm
     x = tokens()
     ref = np.stack([llama_logits(keys, t, ids, rope) for ids in x])
     np.testing.assert_allclose(m.predict(x, logits=True), ref, rtol=0, atol=3e-6)

@@ -58,16 +58,20 @@ def attend(q, k, v):
     return np.einsum("hts,shd->thd", p, v).reshape(steps, heads * d)
 
 
-def llama_logits(keys, t, ids, rope=rope_norm):
-    """Logits (T, vocab) of a llama file for one sequence of ids. Heads of ``llama.attention.key_length``
-    (default embedding / heads); the tensors ``attn_q.bias`` ... (Qwen2) and ``attn_q_norm`` /
-    ``attn_k_norm`` (Qwen3's RMSNorm per head) where the file has them; ``rope``: rope_neox for Qwen's."""
-    heads, kv = keys["llama.attention.head_count"], keys.get("llama.attention.head_count_kv", keys["llama.attention.head_count"])
-    eps, base = keys["llama.attention.layer_norm_rms_epsilon"], keys.get("llama.rope.freq_base", 10000.0)
+def llama_logits(keys, t, ids, rope=None):
+    """Logits (T, vocab) of a file of llama.cpp's ``llama``, ``qwen2`` or ``qwen3`` (``general.architecture``,
+    default llama) for one sequence of ids. Heads of ``<arch>.attention.key_length`` (default embedding /
+    heads); the tensors ``attn_q.bias`` ... (Qwen2) and ``attn_q_norm`` / ``attn_k_norm`` (Qwen3's RMSNorm
+    per head) where the file has them; ``rope``: NEOX for Qwen's, NORM for llama unless given."""
+    arch = keys.get("general.architecture", "llama")
+    rope = rope or (rope_norm if arch == "llama" else rope_neox)
+    heads = keys[f"{arch}.attention.head_count"]
+    kv = keys.get(f"{arch}.attention.head_count_kv", heads)
+    eps, base = keys[f"{arch}.attention.layer_norm_rms_epsilon"], keys.get(f"{arch}.rope.freq_base", 10000.0)
     x = t["token_embd.weight"][ids]
     steps, dim = x.shape
-    d = keys.get("llama.attention.key_length", dim // heads)
-    for i in range(keys["llama.block_count"]):
+    d = keys.get(f"{arch}.attention.key_length", dim // heads)
+    for i in range(keys[f"{arch}.block_count"]):
         b = lambda n: t[f"blk.{i}.{n}.weight"]  # noqa: E731
 
         def project(n, count):

@@ -1,4 +1,5 @@
-"""The Llama family: ``LlamaArgs``, the ``llama`` builder, and llama.cpp's "llama" GGUF architecture.
+"""The Llama family: ``LlamaArgs``, the ``llama`` builder, and llama.cpp's "llama", "qwen2" and "qwen3"
+GGUF architectures (one set of keys and tensor names; each fixes the variants it holds).
 
 What llama.cpp's loader (src/models/llama.cpp, llama-model.cpp in llama-cpp-python 0.3.36) expects:
 keys ``llama.context_length``, ``.embedding_length``, ``.feed_forward_length``, ``.block_count``,
@@ -8,7 +9,9 @@ another type); tensors ``token_embd``, ``output_norm``, ``output`` (absent when 
 the token embedding) and per block ``blk.<i>.attn_norm``, ``attn_q``, ``attn_k``, ``attn_v``,
 ``attn_output``, ``ffn_norm``, ``ffn_gate``, ``ffn_up``, ``ffn_down``, numpy shapes (out, in) as
 pyggml_opt's Linear weights. llama.cpp's ``llama`` rotates adjacent feature pairs (rope type NORM), as
-``GroupedQueryAttention`` does, so no weight is permuted.
+``GroupedQueryAttention`` does, so no weight is permuted. ``qwen2`` adds ``attn_q.bias`` / ``attn_k.bias``
+/ ``attn_v.bias`` and rotates halves (NEOX); ``qwen3`` has ``attn_q_norm`` / ``attn_k_norm`` (one weight
+per head feature) and NEOX, no biases.
 """
 from __future__ import annotations
 
@@ -101,23 +104,36 @@ def _head_dim(a: ModelArgs) -> int:
     return a.head_dim  # type: ignore[attr-defined]  # a LlamaArgs
 
 
-LLAMA = Architecture(
-    "llama", "llama.cpp", LlamaArgs,
-    (Key("context_length", np.uint32, "context"), Key("embedding_length", np.uint32, "dim"),
-     Key("feed_forward_length", np.uint32, "ffn_dim"), Key("block_count", np.uint32, "n_layers"),
-     Key("attention.head_count", np.uint32, "n_heads"),
-     Key("attention.head_count_kv", np.uint32, "n_kv_heads", default=None),
-     Key("rope.dimension_count", np.uint32, derive=_head_dim),
-     Key("rope.freq_base", np.float32, "rope_theta", default=10000.0),
-     Key("attention.layer_norm_rms_epsilon", np.float32, "norm_eps"),
-     Key("vocab_size", np.uint32, "vocab_size"),
-     # keys and values of the head size (llama.cpp's default: embedding_length / head_count)
-     Key("attention.key_length", np.uint32, "head_dim", default=None),
-     Key("attention.value_length", np.uint32, derive=_head_dim)),
-    TensorMap({"tok.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "head.weight": "output.weight"},
-              {"attn_norm.weight": "attn_norm.weight", "attn.wq.weight": "attn_q.weight", "attn.wk.weight": "attn_k.weight",
-               "attn.wv.weight": "attn_v.weight", "attn.wo.weight": "attn_output.weight",
-               "ffn_norm.weight": "ffn_norm.weight", "ffn.w_gate.weight": "ffn_gate.weight",
-               "ffn.w_up.weight": "ffn_up.weight", "ffn.w_down.weight": "ffn_down.weight"}),
-    fixed={"rope_mode": "norm", "qkv_bias": False, "qk_norm": False},
-    refused={"expert_count": (None, 0), "rope.scaling.type": (None, "none", "linear")}, exact_args=True)
+# the keys of llama.cpp's llama-family architectures, each under its own prefix
+FAMILY_KEYS = (
+    Key("context_length", np.uint32, "context"), Key("embedding_length", np.uint32, "dim"),
+    Key("feed_forward_length", np.uint32, "ffn_dim"), Key("block_count", np.uint32, "n_layers"),
+    Key("attention.head_count", np.uint32, "n_heads"),
+    Key("attention.head_count_kv", np.uint32, "n_kv_heads", default=None),
+    Key("rope.dimension_count", np.uint32, derive=_head_dim),
+    Key("rope.freq_base", np.float32, "rope_theta", default=10000.0),
+    Key("attention.layer_norm_rms_epsilon", np.float32, "norm_eps"),
+    Key("vocab_size", np.uint32, "vocab_size"),
+    # keys and values of the head size (llama.cpp's default: embedding_length / head_count)
+    Key("attention.key_length", np.uint32, "head_dim", default=None),
+    Key("attention.value_length", np.uint32, derive=_head_dim))
+FAMILY_TENSORS = TensorMap(
+    {"tok.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "head.weight": "output.weight"},
+    {"attn_norm.weight": "attn_norm.weight", "attn.wq.weight": "attn_q.weight", "attn.wk.weight": "attn_k.weight",
+     "attn.wv.weight": "attn_v.weight", "attn.wo.weight": "attn_output.weight",
+     "ffn_norm.weight": "ffn_norm.weight", "ffn.w_gate.weight": "ffn_gate.weight",
+     "ffn.w_up.weight": "ffn_up.weight", "ffn.w_down.weight": "ffn_down.weight"})
+REFUSED = {"expert_count": (None, 0), "rope.scaling.type": (None, "none", "linear")}
+
+LLAMA = Architecture("llama", "llama.cpp", LlamaArgs, FAMILY_KEYS, FAMILY_TENSORS,
+                     fixed={"rope_mode": "norm", "qkv_bias": False, "qk_norm": False}, refused=REFUSED, exact_args=True)
+# Qwen2 (src/models/qwen2.cpp): biases on the query / key / value projections, NEOX rope
+QWEN2 = Architecture("qwen2", "llama.cpp", LlamaArgs, FAMILY_KEYS,
+                     TensorMap(FAMILY_TENSORS.names, {**FAMILY_TENSORS.block,
+                                                      **{f"attn.w{p}.bias": f"attn_{p}.bias" for p in "qkv"}}),
+                     fixed={"rope_mode": "neox", "qkv_bias": True, "qk_norm": False}, refused=REFUSED, exact_args=True)
+# Qwen3 (src/models/qwen3.cpp): an RMSNorm of each head's queries and keys, NEOX rope, no biases
+QWEN3 = Architecture("qwen3", "llama.cpp", LlamaArgs, FAMILY_KEYS,
+                     TensorMap(FAMILY_TENSORS.names, {**FAMILY_TENSORS.block, "attn.q_norm.weight": "attn_q_norm.weight",
+                                                      "attn.k_norm.weight": "attn_k_norm.weight"}),
+                     fixed={"rope_mode": "neox", "qkv_bias": False, "qk_norm": True}, refused=REFUSED, exact_args=True)
