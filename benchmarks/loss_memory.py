@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 from pyggml_opt import ops
 from pyggml_opt._lib import ffi, lib
 from pyggml_opt.core import Context

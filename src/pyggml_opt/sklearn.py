@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without scikit-l
 
 from . import training
 from .models import Sequential
-from .nn import Network, layers
+from .nn import layers
 from .nn.layers import Layer
 from .nn.losses import CrossEntropy, Loss, MeanSquaredError
 from .training import AdamW, Callback, EarlyStopping

@@ -202,7 +202,7 @@ def test_early_stopping_real_metric_restores_best_epoch(data):
         assert len(hist.epoch) - 1 - best == 1  # stopped after patience epochs without improvement
 
 
-def test_early_stopping_min_delta_and_accuracy_mode(data):
+def test_early_stopping_min_delta_inside_fit(data):
     x, y = data
     rec = Recorder(inject={"val_accuracy": [0.5, 0.6, 0.605, 0.9, 0.9]})
     es = pgo.EarlyStopping(monitor="val_accuracy", patience=0, min_delta=0.01)  # mode auto -> max

@@ -13,8 +13,6 @@ import math
 import os
 from typing import Callable, Iterable, Protocol
 
-import numpy as np
-
 from ..checks import check_choice, check_int, check_number
 from ..core import OptimizerState
 from ..core.tensor_data import Weight

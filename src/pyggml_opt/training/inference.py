@@ -21,7 +21,7 @@ from ..nn.losses import DEFAULT, Loss, LossSpec, find_loss, get_loss, softmax
 from .arguments import check_x, targets
 from .logs import evaluation_logs
 from .metrics import Metric, Metrics, get_metrics
-from .session import Session, device_of, exclusive_use, session_for
+from .session import device_of, exclusive_use, session_for
 from .trainable import Trainable, check_trainable
 
 

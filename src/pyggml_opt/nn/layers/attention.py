@@ -9,7 +9,7 @@ from ...checks import check_bool, check_choice, check_int, check_number
 from .. import ops as F
 from ..ops import Tensor
 from ..ops.attention import ROPE_MODES
-from .base import Layer, LayerShapes, SequenceState
+from .base import LayerShapes, SequenceState
 from .block import Block
 from .dense import Linear
 from .norm import RMSNorm
