@@ -29,7 +29,7 @@ from ..core import GGUFFile, OptimizerState
 from ..core.tensor_data import Weight
 from ..nn import Network
 from ..nn.params import check_param_name
-from .model_file import check_architecture, read_weights, save
+from .model_file import check_architecture, read_weights, save, stored_name
 
 PREFIX = "pyggml_opt.checkpoint."
 _MOMENT_PREFIX = "optimizer.m."  # and "optimizer.v.": as long
@@ -77,9 +77,7 @@ def load_checkpoint(path: str | os.PathLike[str], model: Network) -> Checkpoint:
         legacy = model.legacy_names()
         for pname, shape in model.param_shapes.items():
             for kind, dest in (("m", state.m), ("v", state.v)):
-                key = f"optimizer.{kind}.{pname}"
-                if key not in names and pname in legacy:  # a checkpoint of an earlier version
-                    key = f"optimizer.{kind}.{legacy[pname]}"
+                key = stored_name(pname, names, legacy, f"optimizer.{kind}.")
                 if key in names:
                     value = f.tensor(key, len(shape))
                     if value.shape != shape or value.dtype != np.float32 or not np.isfinite(value).all():

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from typing import Collection, Mapping
 
 import numpy as np
 
@@ -231,6 +232,16 @@ def as_model_takes(weights: dict[str, Weight], model: Network) -> dict[str, Weig
     return {n: v.dequantize() if isinstance(v, Quantized) and n not in keep else v for n, v in weights.items()}
 
 
+def stored_name(name: str, names: Collection[str], legacy: Mapping[str, str], prefix: str = "") -> str:
+    """The file tensor holding parameter ``name`` (under ``prefix``: a checkpoint's "optimizer.m."): its
+    name of today, or, where the file lacks it and has the name an earlier version gave the parameter
+    (``legacy``: ``Network.legacy_names``), that one."""
+    old = legacy.get(name)
+    if prefix + name not in names and old is not None and prefix + old in names:
+        return prefix + old
+    return prefix + name
+
+
 def read_tensors(f: GGUFFile, shapes: dict[str, tuple[int, ...]],
                  legacy: dict[str, str] | None = None) -> dict[str, Weight]:
     """The tensors ``shapes`` names from an open file, checked against those shapes (presence, shape,
@@ -242,8 +253,7 @@ def read_tensors(f: GGUFFile, shapes: dict[str, tuple[int, ...]],
     legacy = legacy or {}
 
     def file_tensor(name: str, ndim: int) -> Weight:
-        if name not in names and legacy.get(name) in names:
-            name = legacy[name]
+        name = stored_name(name, names, legacy)
         if name not in names:
             raise ValueError(f"the file has no tensor {name!r} (it has {names})")
         value = f.weight(name, ndim)
@@ -337,4 +347,4 @@ def _upgrade(spec: object) -> object:
 
 
 __all__ = ["FileFormat", "check_architecture", "config_entry", "load", "load_metadata", "load_weights", "read_tensors",
-           "read_weights", "save"]
+           "read_weights", "save", "stored_name"]

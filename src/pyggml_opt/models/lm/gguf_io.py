@@ -15,6 +15,7 @@ import numpy as np
 from ...core import GGUFFile
 from ...nn import Network
 from ...saving import FileFormat, register_format
+from ...saving.model_file import stored_name
 from .legacy import args_of, why_not
 from .model import LOSS, LanguageModel
 from .table import Architecture, Key
@@ -153,7 +154,7 @@ def build(arch: Architecture, f: GGUFFile) -> tuple[Network, tuple[int, ...]]:
     expected = arch.tensors.file_shapes(model.shapes_for(input_shape))
     if arch.tensors.identity:  # an earlier version's file names some parameters otherwise
         names, legacy = set(f.tensor_names()), model.legacy_names()
-        expected = {legacy[n] if n not in names and legacy.get(n) in names else n: s for n, s in expected.items()}
+        expected = {stored_name(n, names, legacy): s for n, s in expected.items()}
     _check_shapes(arch, f, expected)
     return model, input_shape
 
