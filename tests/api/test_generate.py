@@ -134,7 +134,23 @@ def test_sequences_longer_than_the_context_are_refused_by_name():
     m = pgo.models.gpt(V, T, 16, 1, 2)
     with pytest.raises(ValueError, match=r"sequences of 9 ids, longer than the model's context of 8"):
         m.fit(np.zeros((2, T + 1), int), np.zeros((2, T + 1), int), verbose=0)
+    with pytest.raises(ValueError, match=r"sequences of 9 ids, longer than the model's context of 8"):
+        m.predict(np.zeros((2, T + 1), int))
     with pytest.raises(ValueError, match=r"sequences of 5 ids, other than the model's context of 8"):
-        m.predict(np.zeros((2, 5), int))
+        m.fit(np.zeros((2, 5), int), np.zeros((2, 5), int), verbose=0)  # fit trains on full windows
     with pytest.raises(TypeError, match="integer token ids"):
         m.predict(np.zeros((2, T)))
+
+
+@pytest.mark.parametrize("make", [lambda: pgo.models.gpt(V, T, 16, 1, 2),
+                                  lambda: pgo.models.llama(V, T, 16, 2, 4, 2, qkv_bias=True, rope_mode="neox")])
+def test_predict_takes_any_length_up_to_the_context(make):
+    # causal: the logits of the first t steps of a window are those of the window's prefix of t ids
+    m = make()
+    x = np.random.default_rng(0).integers(0, V, (3, T)).astype(np.int32)
+    full = m.predict(x, logits=True)
+    for t in (1, 3, T - 1):
+        for _ in range(2):  # the first call's allocated graph, then the one cached for that length
+            part = m.predict(x[:, :t], logits=True)
+            assert part.shape == (3, t, V)
+            np.testing.assert_allclose(part, full[:, :t], rtol=0, atol=1e-5)

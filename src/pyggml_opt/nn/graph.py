@@ -26,8 +26,11 @@ class Graph:
     out: Tensor     # set by _set_outputs
     outputs: CData
 
-    def __init__(self, store: ParamStore, batch: int, grads: bool) -> None:
+    def __init__(self, network: Network, store: ParamStore, batch: int, grads: bool,
+                 sample_shape: tuple[int, ...] | None) -> None:
+        assert network.input_shape is not None  # built by the caller
         self.batch = batch
+        self.sample_shape = network.input_shape if sample_shape is None else sample_shape
         self.store = store
         self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE, grads=grads)
         self.step_inputs: dict[str, Tensor] = {}
@@ -40,14 +43,13 @@ class Graph:
     def _build(self, network: Network, x: Tensor, training: bool) -> Tensor:
         """The network's outputs for ``x`` (checked: shape, float32; contiguous): its training form
         (``forward_train``, with ``step_inputs`` among the parameters) when ``training``."""
-        assert network.output_shape is not None  # built by the caller
         updates: list[Tensor] = []
         if training:
             out = network.forward_train(x, {**self.store.tensors, **self.step_inputs}, updates)
         else:
             out = network.forward(x, dict(self.store.tensors))
         self.side_effects = [u.ptr for u in updates]
-        expected = (self.batch, *network.output_shape)
+        expected = (self.batch, *network.output_shape_for(self.sample_shape))
         if out.shape != expected:
             raise ValueError(f"the model produced outputs of shape {out.shape}, expected {expected}")
         if out.ptr.type != lib.GGML_TYPE_F32:
@@ -122,10 +124,10 @@ class StaticGraph(Graph):
 
     def __init__(self, network: Network, store: ParamStore, batch: int, *, rows_of: CData | None = None,
                  labels_width: int | None = None, training: bool = False,
-                 constants: dict[str, np.ndarray] | None = None, readable: bool = False) -> None:
-        super().__init__(store, batch, grads=True)
-        assert network.input_shape is not None  # built by the caller
-        shape = (batch, *network.input_shape)
+                 constants: dict[str, np.ndarray] | None = None, readable: bool = False,
+                 sample_shape: tuple[int, ...] | None = None) -> None:
+        super().__init__(network, store, batch, True, sample_shape)
+        shape = (batch, *self.sample_shape)
         constants = constants or {}
         self.ctx_static = Context(3 + (len(network.step_inputs()) if training else 0) + len(constants))
         self.buf_static: Buffer | None = None
@@ -180,12 +182,12 @@ class AllocGraph(Graph):
     step when ``alloc`` asks for it. Each graph serves one evaluation: a training run builds one per
     batch, of whatever shape the batch has."""
 
-    def __init__(self, network: Network, store: ParamStore, batch: int, *, training: bool = False) -> None:
-        super().__init__(store, batch, grads=training)
-        assert network.input_shape is not None  # built by the caller
+    def __init__(self, network: Network, store: ParamStore, batch: int, *, training: bool = False,
+                 sample_shape: tuple[int, ...] | None = None) -> None:
+        super().__init__(network, store, batch, training, sample_shape)
         if training:
             self._new_step_inputs(network, self.ctx_compute)
-        x = new_input(self.ctx_compute, (batch, *network.input_shape), "input", network.input_dtype)
+        x = new_input(self.ctx_compute, (batch, *self.sample_shape), "input", network.input_dtype)
         self.inputs = x.ptr
         lib.ggml_set_input(self.inputs)
         self._set_outputs(self._build(network, x, training))

@@ -192,6 +192,20 @@ class Network:
         file's claims are checked against these before any memory is allocated)."""
         return self._checked_shapes(input_shape)[1].tensors
 
+    def output_shape_for(self, sample_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The per-sample output shape of the built network for samples of ``sample_shape`` (its input
+        shape, or another one its parameters fit: a language model's shorter sequence); ValueError when
+        that shape would need other parameters."""
+        self.require_built()
+        if sample_shape == self.input_shape:
+            assert self.output_shape is not None  # built
+            return self.output_shape
+        shapes = self._build_shapes(tuple(sample_shape))
+        if shapes.tensors != self.param_shapes:
+            raise ValueError(f"samples of shape {sample_shape} need other parameters than this model's, built for "
+                             f"{self.input_shape}")
+        return shapes.output
+
     def _checked_shapes(self, input_shape: Sequence[int]) -> tuple[tuple[int, ...], NetworkShapes]:
         input_shape = tuple(input_shape)
         if not 1 <= len(input_shape) <= MAX_SAMPLE_AXES:

@@ -29,9 +29,11 @@ def as_number_array(name: str, x: ArrayLike | None) -> np.ndarray:
     return arr
 
 
-def check_x(model: Network, x: ArrayLike, name: str = "x") -> np.ndarray:
+def check_x(model: Network, x: ArrayLike, name: str = "x", shorter: bool = False) -> np.ndarray:
     """Samples (n, *input_shape): finite numbers that fit float32, or for a model that takes ids
-    (``input_dtype`` "int32", an Embedding first) integers the model accepts."""
+    (``input_dtype`` "int32", an Embedding first) integers the model accepts; with ``shorter``, for a
+    model of sequences (a language model), sequences of 1 to ``input_shape[0]`` ids whose outputs its
+    parameters give (``Network.output_shape_for``)."""
     arr = as_number_array(name, x)
     if model.input_dtype == "int32":
         if arr.dtype.kind not in "iu":
@@ -49,6 +51,9 @@ def check_x(model: Network, x: ArrayLike, name: str = "x") -> np.ndarray:
     if model.built and tuple(arr.shape[1:]) != model.input_shape:
         assert model.input_shape is not None  # built
         if model.input_dtype == "int32" and arr.ndim == 2 == 1 + len(model.input_shape):
+            if shorter and 0 < arr.shape[1] < model.input_shape[0]:
+                model.output_shape_for(arr.shape[1:])  # ValueError where the parameters do not fit
+                return arr
             longer = "longer than" if arr.shape[1] > model.input_shape[0] else "other than"
             raise ValueError(f"{name} holds sequences of {arr.shape[1]} ids, {longer} the model's context of "
                              f"{model.input_shape[0]} (cut or pad them to {model.input_shape[0]}; "

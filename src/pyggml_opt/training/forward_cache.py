@@ -39,12 +39,13 @@ class StaticForward:
     forward-only ggml-opt context on a scheduler of its own over ``backends`` (the store's first).
     It reads the parameters at every evaluation, so it sees weights changed in place (fit, set_weights)."""
 
-    def __init__(self, network: Network, store: ParamStore, batch: int, backends: list[Backend]) -> None:
+    def __init__(self, network: Network, store: ParamStore, batch: int, backends: list[Backend],
+                 sample_shape: tuple[int, ...] | None = None) -> None:
         self.batch, self.store = batch, store
         self._pending = False
         # the same graph on one thread without a pool (small graphs, built by ForwardCache when needed)
         self.one_thread: StaticForward | None = None
-        self.graph = StaticGraph(network, store, batch, readable=True)
+        self.graph = StaticGraph(network, store, batch, readable=True, sample_shape=sample_shape)
         try:
             # too small to be worth waking a pool's workers for (ForwardCache.get)
             self.small = backends[0].is_cpu and self.graph.flop() < SMALL_GRAPH_FLOP
@@ -87,13 +88,14 @@ class StaticForward:
 
 
 class ForwardCache:
-    """The ``StaticForward`` graphs of one session's network, by batch size: the ``size`` most recently
-    used, all over one parameter store (graphs over another one are dropped when asked for it)."""
+    """The ``StaticForward`` graphs of one session's network, by batch size and sample shape (a language
+    model's sequence length): the ``size`` most recently used, all over one parameter store (graphs over
+    another one are dropped when asked for it)."""
 
     def __init__(self, backends: list[Backend], size: int = CACHED_SIZES) -> None:
         self.backends, self.size = backends, size
-        self._graphs: OrderedDict[int, StaticForward] = OrderedDict()
-        self._seen: deque[int] = deque(maxlen=SEEN_SIZES)
+        self._graphs: OrderedDict[tuple[int, tuple[int, ...]], StaticForward] = OrderedDict()
+        self._seen: deque[tuple[int, tuple[int, ...]]] = deque(maxlen=SEEN_SIZES)
         self._single: Backend | None = None  # the one-thread CPU backend of small graphs, made when needed
 
     def _single_thread(self) -> Backend:
@@ -107,35 +109,39 @@ class ForwardCache:
         backends = [self.backends[0]] + ([self._single] if self._single is not None else [])
         return min(b.idle_s for b in backends) < POLLING_S
 
-    def get(self, network: Network, store: ParamStore, batch: int, first_use: bool = True) -> StaticForward | None:
-        """The graph of ``network`` for ``batch`` samples over ``store``, built if not cached; with
-        ``first_use=False`` None instead when ``batch`` was not asked for lately (not worth building).
+    def get(self, network: Network, store: ParamStore, batch: int, first_use: bool = True,
+            sample_shape: tuple[int, ...] | None = None) -> StaticForward | None:
+        """The graph of ``network`` for ``batch`` samples of ``sample_shape`` (default its input shape)
+        over ``store``, built if not cached; with ``first_use=False`` None instead when that batch size
+        and shape were not asked for lately (not worth building).
         A small graph comes on one thread unless the session's thread pool polls (graphs came less than
         ``POLLING_S`` ago); with pools off (``PYGGML_OPT_THREAD_POOL=0``) always."""
         if any(g.store is not store for g in self._graphs.values()):
             # the network's parameters were replaced (rebuilt, moved to another backend and back):
             # graphs over the old store would read freed memory
             self.close()
-        graph = self._graphs.get(batch)
+        assert network.input_shape is not None  # built by the caller
+        key = (batch, network.input_shape if sample_shape is None else sample_shape)
+        graph = self._graphs.get(key)
         if graph is not None and not graph.usable:  # interrupted during a run
             graph.close()
-            del self._graphs[batch]
+            del self._graphs[key]
             graph = None
         if graph is None:
-            if not first_use and batch not in self._seen:
-                self._seen.append(batch)
+            if not first_use and key not in self._seen:
+                self._seen.append(key)
                 return None
             while len(self._graphs) >= self.size:
                 self._graphs.popitem(last=False)[1].close()
-            graph = self._graphs[batch] = StaticForward(network, store, batch, self.backends)
-        self._graphs.move_to_end(batch)
+            graph = self._graphs[key] = StaticForward(network, store, batch, self.backends, key[1])
+        self._graphs.move_to_end(key)
         main = self.backends[0]
         if not graph.small or main.n_threads == 1 or (main.pooled and self._graphs_come_often()):
             return graph
         if graph.one_thread is None or not graph.one_thread.usable:
             if graph.one_thread is not None:
                 graph.one_thread.close()
-            graph.one_thread = StaticForward(network, store, batch, [self._single_thread()])
+            graph.one_thread = StaticForward(network, store, batch, [self._single_thread()], key[1])
         return graph.one_thread
 
     def run(self, network: Network, store: ParamStore, xb: np.ndarray) -> np.ndarray:

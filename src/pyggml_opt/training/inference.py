@@ -39,7 +39,7 @@ class Inference:
         in the graph and label rows ``yb``, its loss per sample (each the batch's loss if it returns a
         scalar)."""
         n = xb.shape[0]
-        graph = AllocGraph(network, store, n)
+        graph = AllocGraph(network, store, n, sample_shape=xb.shape[1:])
         labels = per = None
         if loss is not None:
             assert yb is not None  # labels come with the loss
@@ -81,7 +81,8 @@ def forward(network: Trainable, x: np.ndarray, batch_size: int, backend: str | N
             # use) runs on a graph cached for it, and only there (one compute buffer, not two); a
             # StaticForward interrupted between alloc and eval closes itself
             again = x.shape[0] - start >= 2 * xb.shape[0]
-            cached = s.forwards.get(network, store, xb.shape[0], first_use=again) if loss is None else None
+            cached = (s.forwards.get(network, store, xb.shape[0], first_use=again, sample_shape=xb.shape[1:])
+                      if loss is None else None)
             if cached is not None:
                 outputs.append(cached.run(xb))
                 continue
@@ -105,7 +106,9 @@ def forward(network: Trainable, x: np.ndarray, batch_size: int, backend: str | N
 
 def predict(model: Trainable, x: ArrayLike, *, batch_size: int = 256, logits: bool | None = None,
             backend: str | None = None, n_threads: int | None = None) -> np.ndarray:
-    """Model outputs for every sample of ``x`` (any n), shape (n, n_out).
+    """Model outputs for every sample of ``x`` (any n), shape (n, n_out); for a language model, whose
+    samples are sequences of ids, of any length from 1 to its context: (n, length, vocab_size), the
+    logits at every position (a prompt need not fill the window).
 
     For a model trained with (or loaded as) a cross-entropy classifier the outputs are logits and
     ``predict`` returns softmax probabilities (sigmoid ones after ``binary_cross_entropy``), unless
@@ -114,7 +117,7 @@ def predict(model: Trainable, x: ArrayLike, *, batch_size: int = 256, logits: bo
     """
     check_trainable(model)
     batch_size = check_int("batch_size", batch_size)
-    x = check_x(model, x)
+    x = check_x(model, x, shorter=True)
     model.require_built()
     with exclusive_use(model):
         out = forward(model, x, batch_size, backend, n_threads)[0]
