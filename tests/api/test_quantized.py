@@ -1,6 +1,7 @@
 """Models that keep parameters quantized (a Q8_0 / Q4_0 file read by pgo.load): what they keep, copy,
 save and refuse. Their numbers: kernels/test_llama.py (against float64 numpy) and
 integration/test_llama_cpp.py (against llama.cpp on the same files)."""
+import hashlib
 import pickle
 
 import numpy as np
@@ -110,3 +111,98 @@ def test_bad_quantized_values_are_refused(quantized):
         Quantized.of(np.ones((2, 40), np.float32), "q4_0")
     with pytest.raises(ValueError, match="type_name"):
         Quantized("q5_k", (32, 32), bad)
+
+
+def _sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_quantized_weights_are_the_files_memory(quantized, tmp_path):
+    """pgo.load maps the file read-only: the CPU backend computes on the mapped bytes (no copy), the
+    model outlives the file's name, and the file is never written."""
+    q, m, x = quantized
+    path = tmp_path / "q.gguf"
+    digest = _sha256(path)
+    logits = q.predict(x, logits=True)
+    weights = q.get_weights()
+    assert all(weights[n].mapped for n in q.quantized())
+    assert all(isinstance(weights[n], np.ndarray) and weights[n].flags.writeable for n in m.param_shapes
+               if n not in q.quantized())  # the float32 norms: read into memory of their own (trained)
+    # the same values copied into the backend's own memory compute the same logits, bit for bit
+    copied = pgo.load(path)
+    copied.set_weights({n: Quantized(w.type_name, w.shape, w.data.copy()) for n, w in copied.get_weights().items()
+                        if isinstance(w, Quantized)})
+    assert not any(w.mapped for w in copied.get_weights().values() if isinstance(w, Quantized))
+    np.testing.assert_array_equal(copied.predict(x, logits=True), logits)
+    assert _sha256(path) == digest
+    path.rename(tmp_path / "moved.gguf")  # the mapping holds the file: the model keeps working
+    (tmp_path / "moved.gguf").unlink()
+    np.testing.assert_array_equal(q.predict(x, logits=True), logits)
+    assert q.generate(x[0, :3], 4, temperature=0).shape == (7,)
+
+
+def test_new_values_for_mapped_weights_leave_the_file_alone(quantized, tmp_path):
+    q, m, x = quantized
+    path = tmp_path / "q.gguf"
+    digest = _sha256(path)
+    q.predict(x)  # the weights are in ggml memory: the file's mapped pages
+    name = "blk0.attn.wq.weight"
+    new = Quantized.of(m.get_weights()["blk0.attn.wk.weight"].repeat(2, axis=0), "q8_0")
+    q.set_weights({name: new})
+    assert not q.get_weights()[name].mapped and np.array_equal(q.get_weights()[name].data, new.data)
+    assert q.get_weights()["blk0.attn.wk.weight"].mapped  # the others stay mapped
+    q.predict(x)
+    assert _sha256(path) == digest
+    # a copy's weights share the mapped bytes (read-only: nothing can change them) and a pickle holds them
+    assert pickle.loads(pickle.dumps(q)).get_weights()["blk0.attn.wk.weight"].data.tobytes() == \
+        q.get_weights()["blk0.attn.wk.weight"].data.tobytes()
+    with pytest.raises(ValueError, match="read-only"):
+        q.get_weights()["blk0.attn.wk.weight"].data[0, 0] = 1
+
+
+def _keys(path):
+    """Every key of a GGUF file but pyggml_opt's own, with its value as the file types it."""
+    with pgo.core.GGUFFile.read(path) as f:
+        return {k: f.get_typed(k) for k in f.keys() if not k.startswith("pyggml_opt.")}
+
+
+def _same(a, b):
+    return type(a) is type(b) and (np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b)
+
+
+def test_saving_again_keeps_the_files_keys_and_types(quantized, tmp_path):
+    """A model read from a llama.cpp file saves back as one (its default layout), its tensors in their
+    types and every key of the file it does not write itself as it was (type included: llama.cpp checks
+    them); a tokenizer given replaces the file's."""
+    q, m, x = quantized
+    extra = {"general.name": "a test model", "general.quantization_version": np.uint32(2),
+             "llama.unknown_flag": True, "llama.unknown_floats": np.array([1.5, 2.5], np.float32)}
+    m.save(tmp_path / "named.gguf", tokenizer=TOK, quantize="q8_0", extra=extra)
+    back = pgo.load(tmp_path / "named.gguf")
+    back.save(tmp_path / "again.gguf")
+    before, after = _keys(tmp_path / "named.gguf"), _keys(tmp_path / "again.gguf")
+    assert before.keys() == after.keys() and all(_same(before[k], after[k]) for k in before)
+    tokens = pgo.text.vocab_metadata(TOK)["tokenizer.ggml.tokens"]
+    assert isinstance(after["general.quantization_version"], np.uint32) and after["tokenizer.ggml.tokens"] == tokens
+    again = pgo.load(tmp_path / "again.gguf")
+    assert again.quantized() == q.quantized()
+    np.testing.assert_array_equal(again.predict(x, logits=True), q.predict(x, logits=True))
+    # copies keep the keys; a tokenizer given replaces the file's, an extra key may change a kept one
+    other = pgo.data.CharTokenizer("abcdefghijklmnopqrstuvwxyz .;")
+    pickle.loads(pickle.dumps(back)).save(tmp_path / "other.gguf", tokenizer=other, extra={"general.name": "renamed"})
+    keys = _keys(tmp_path / "other.gguf")
+    assert keys["tokenizer.ggml.tokens"] == pgo.text.vocab_metadata(other)["tokenizer.ggml.tokens"]
+    assert keys["general.name"] == "renamed"
+    assert keys["llama.unknown_flag"] is True
+
+
+def test_a_file_that_cannot_be_mapped_is_read_once(quantized, tmp_path, monkeypatch):
+    q, _, x = quantized
+
+    def refuse(*args, **kwargs):
+        raise OSError("no mmap here")
+
+    monkeypatch.setattr(np, "memmap", refuse)
+    read = pgo.load(tmp_path / "q.gguf")
+    assert not any(w.mapped for w in read.get_weights().values() if isinstance(w, Quantized))
+    np.testing.assert_array_equal(read.predict(x, logits=True), q.predict(x, logits=True))

@@ -104,7 +104,7 @@ def test_unpickling_weights_that_do_not_fit_is_refused():
 def test_a_tensor_is_written_whole_or_not_at_all():
     with Backend("cpu", 1) as backend:
         store = ParamStore({"w": (2, 3)}, backend)
-        store.set({"w": np.ones((2, 3), np.float32)})
+        store.fill({"w": np.ones((2, 3), np.float32)})
         for wrong in (np.zeros(3, np.float32), np.zeros((2, 4), np.float32)):
             with pytest.raises(ValueError, match=r"does not fill a tensor of shape \(2, 3\)"):
                 tensor_data.set(store.tensors["w"].ptr, wrong)

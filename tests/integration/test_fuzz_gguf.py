@@ -20,6 +20,7 @@ from pyggml_opt.nn import serialize
 N_FILES = 1000
 N_CHILDREN = 8
 SEED = 20261130
+TOKENS = pgo.data.CharTokenizer("abcdefg")
 
 CHILD = textwrap.dedent("""
     import json, sys, logging
@@ -43,13 +44,20 @@ BASE_MODELS = {
     "tokens": lambda: pgo.Sequential([pgo.layers.Embedding(9, 4), pgo.layers.GlobalAveragePooling1D(),
                                       pgo.layers.Linear(4, 3)], input_shape=(5,)),
     "gpt": lambda: pgo.models.gpt(9, 5, 8, 1, 2),  # the pyggml-gpt layout: hyperparameter keys
+    # llama.cpp's layout with a tokenizer, its matrices quantized (memory-mapped by load): Q8_0 blocks of
+    # 32 values, Q4_K super-blocks of 256 (rows of 256)
+    "llama-q8_0": lambda: pgo.models.llama(TOKENS.vocab_size, 5, 32, 1, 2, ffn_dim=32),
+    "llama-q4_K": lambda: pgo.models.llama(TOKENS.vocab_size, 5, 256, 1, 2, ffn_dim=256),
 }
 
 
 def _base_file(tmp_path, kind: str = "mlp") -> bytes:
     model = BASE_MODELS[kind]()
     path = tmp_path / "base.gguf"
-    model.save(path)
+    if kind.startswith("llama-"):
+        model.save(path, tokenizer=TOKENS, quantize=kind.split("-")[1])
+    else:
+        model.save(path)
     return path.read_bytes()
 
 

@@ -10,7 +10,7 @@ from .._lib import CData, c_str, ffi, lib
 from ..atomic import atomic_file
 from .context import Context
 from .handle import Handle
-from .tensor_data import MAX_NAME, NP_TYPES, QUANTIZED_NAMES, Quantized, Weight, ne_of, shape_of
+from .tensor_data import MAX_NAME, NP_TYPES, QUANTIZED_NAMES, QUANTIZED_TYPES, Quantized, Weight, ne_of, shape_of
 
 _GETTERS = {
     lib.GGUF_TYPE_UINT8: "u8", lib.GGUF_TYPE_INT8: "i8", lib.GGUF_TYPE_UINT16: "u16",
@@ -55,6 +55,8 @@ class GGUFFile(Handle):
     def __init__(self, _ptr: CData | None = None, _ctx_ptr: CData | None = None) -> None:
         self._tensor_ctx = _ctx_ptr
         self._path: str | None = None  # set by read(); tensor data is read from this file
+        self._map: np.ndarray | None = None  # the file mapped read-only (_mapping), once a tensor is read
+        self._unmappable = False
         self._arrays: list[tuple[np.ndarray, Context]] = []  # (data, context) of each tensor added for writing
         ptr = _ptr if _ptr is not None else lib.gguf_init_empty()
         super().__init__(ptr, lib.gguf_free)
@@ -140,6 +142,20 @@ class GGUFFile(Handle):
         data = ffi.buffer(ffi.cast("const char *", lib.gguf_get_arr_data(self.ptr, kid)), n * dtype.itemsize)
         return np.frombuffer(data, dtype.newbyteorder("<")).astype(dtype)
 
+    def get_typed(self, key: str) -> object:
+        """The value of any key in a form ``set`` writes back with the file's GGUF type: str, bool, a
+        numpy scalar of the file's type (np.uint32 ...), a list of str, a 1-D numpy array; KeyError if
+        absent."""
+        kid = lib.gguf_find_key(self.ptr, key.encode())
+        if kid < 0:
+            raise KeyError(f"no key {key!r} in the GGUF file")
+        kind = lib.gguf_get_kv_type(self.ptr, kid)
+        if kind == lib.GGUF_TYPE_ARRAY:
+            return self.get_array(key)
+        value = self.get(key)
+        dtype = _ARRAY_DTYPES.get(kind)
+        return value if dtype is None or kind == lib.GGUF_TYPE_BOOL else dtype.type(value)
+
     def set(self, key: str, value: object) -> None:
         """Set a key. Python values: str, bool, int (int64), float (float64); a numpy scalar keeps its
         type (``np.uint32(5)``, ``np.float32(1e-5)``: readers such as llama.cpp check a key's exact type);
@@ -192,17 +208,37 @@ class GGUFFile(Handle):
         return arr.astype(dtype, copy=False).reshape(shape_of(t, ndim))
 
     def weight(self, name: str, ndim: int | None = None) -> Weight:
-        """Tensor ``name`` as a model weight: a numpy copy (``tensor``), or its bytes as a ``Quantized``
-        for the quantized types pyggml_opt computes with (Q8_0, Q4_0); ValueError for other types."""
+        """Tensor ``name`` as a model weight: a numpy copy of an F32 one (``tensor``), or, for the other
+        types pyggml_opt computes with (``tensor_data.QUANTIZED_TYPES``: F16, BF16, Q8_0, the K-quants
+        ...), its bytes as a ``Quantized`` over the file mapped read-only (``mapped``: no copy; the
+        mapping lives as long as the value, whatever becomes of the file), or read once where the file
+        cannot be mapped. ValueError for other types."""
         t, path, offset = self._find(name)
-        if t.type not in QUANTIZED_NAMES:
+        if t.type in NP_TYPES and t.type not in QUANTIZED_NAMES:
             return self.tensor(name, ndim)
+        if t.type not in QUANTIZED_NAMES:
+            raise ValueError(f"tensor {name!r} has type {c_str(lib.ggml_type_name(t.type))}, which ggml's CPU backend "
+                             f"cannot compute with as a weight (the types it can: f32, {', '.join(QUANTIZED_TYPES)})")
         shape = shape_of(t, ndim)
         size = int(lib.ggml_nbytes(t))
-        data = np.fromfile(path, dtype=np.uint8, count=size, offset=offset)
+        mapping = self._mapping()
+        if mapping is not None:
+            data = mapping[offset:offset + size].view(np.ndarray)
+        else:
+            data = np.fromfile(path, dtype=np.uint8, count=size, offset=offset)
         if data.size != size:
             raise ValueError(f"tensor {name!r} is truncated in the file")
         return Quantized(QUANTIZED_NAMES[t.type], shape, data.reshape(*shape[:-1], -1))
+
+    def _mapping(self) -> np.ndarray | None:
+        """The whole file mapped read-only (made at the first call; the file is never opened for writing),
+        or None where it cannot be mapped (a pipe, a file system without mmap)."""
+        if self._map is None and not self._unmappable and self._path is not None:
+            try:
+                self._map = np.memmap(self._path, dtype=np.uint8, mode="r")
+            except (OSError, ValueError):
+                self._unmappable = True
+        return self._map
 
     def _find(self, name: str) -> tuple[CData, str, int]:
         """Tensor ``name``'s header, the file and the offset of its data there."""
@@ -216,8 +252,8 @@ class GGUFFile(Handle):
 
     def add_tensor(self, name: str, value: Weight, type_name: str = "f32") -> None:
         """Add a tensor (numpy-order shape, at most 4 dims) to be written, as float32 or quantized
-        (``type_name`` "q8_0" / "q4_0": ``tensor_data.quantize``, rows of a multiple of 32 values); a
-        ``Quantized`` value is written as it is, whatever ``type_name`` says.
+        (``type_name`` a key of ``tensor_data.QUANTIZED_TYPES``: ``tensor_data.quantize``, rows of a multiple of
+        its block size); a ``Quantized`` value is written as it is, whatever ``type_name`` says.
         ValueError for a name ggml cannot store (64 bytes or more) or one already added (gguf aborts on
         both)."""
         key = name.encode()

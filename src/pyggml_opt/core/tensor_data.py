@@ -12,8 +12,10 @@ from typing import Union
 import numpy as np
 
 from .._lib import CData, ffi, lib
+from .context import Context
 
 MAX_NAME = 64  # GGML_MAX_NAME: ggml_tensor.name is char[64], so names have at most 63 bytes
+FINITE_CHUNK = 1 << 20  # values dequantized at a time by Quantized.all_finite (4 MB of float32)
 
 NP_TYPES: dict[int, type[np.generic]] = {
     lib.GGML_TYPE_F32: np.float32,
@@ -26,13 +28,33 @@ NP_TYPES: dict[int, type[np.generic]] = {
 }
 
 
-QUANTIZED_TYPES = {"q8_0": lib.GGML_TYPE_Q8_0, "q4_0": lib.GGML_TYPE_Q4_0}  # what a file's weights may be stored as
+def _cpu_computes_with(kind: int) -> bool:
+    """Whether ggml can hold weights of type ``kind`` apart from F32 (a live type with a conversion to
+    float32) and its CPU backend multiplies them (MUL_MAT) and picks their rows (GET_ROWS): what a
+    language model's matrices need. Asked of ggml itself (type traits, the device's supports_op)."""
+    traits = lib.ggml_get_type_traits(kind)
+    if kind == lib.GGML_TYPE_F32 or traits.blck_size <= 0 or traits.type_size == 0 or traits.to_float == ffi.NULL:
+        return False
+    device = lib.ggml_backend_dev_by_type(lib.GGML_BACKEND_DEVICE_TYPE_CPU)
+    with Context(5) as ctx:  # tensor headers only
+        weight = lib.ggml_new_tensor_2d(ctx.ptr, kind, traits.blck_size, 2)
+        x = lib.ggml_new_tensor_2d(ctx.ptr, lib.GGML_TYPE_F32, traits.blck_size, 1)
+        ids = lib.ggml_new_tensor_1d(ctx.ptr, lib.GGML_TYPE_I32, 1)
+        return device != ffi.NULL and all(lib.ggml_backend_dev_supports_op(device, op) for op in (
+            lib.ggml_mul_mat(ctx.ptr, weight, x), lib.ggml_get_rows(ctx.ptr, weight, ids)))
+
+
+# The ggml types besides F32 a weight may be stored and computed in (F16, BF16, Q8_0, Q4_0 ... the
+# K-quants, the i-quants), by ggml's names (ggml_type_name): what llama.cpp's files hold.
+QUANTIZED_TYPES = {ffi.string(lib.ggml_type_name(kind)).decode(): kind
+                   for kind in range(lib.GGML_TYPE_COUNT) if _cpu_computes_with(kind)}
 QUANTIZED_NAMES = {kind: name for name, kind in QUANTIZED_TYPES.items()}
 
 
 @dataclass(frozen=True, eq=False)
 class Quantized:
-    """A tensor's values in a ggml quantized type (``type_name``: "q8_0" / "q4_0"), as ggml stores them:
+    """A tensor's values in a ggml storage type other than F32 (``type_name``, a key of ``QUANTIZED_TYPES``:
+    "f16", "q8_0", "q4_K", ...), as ggml stores them:
     ``data`` (uint8, shape ``shape[:-1] + (bytes per row,)``) holds each row of the last axis of the
     logical ``shape`` as the type's blocks. Rows are independent: cutting and stacking them along the
     first axis (``split_rows`` / ``stack_rows``) cuts and stacks the bytes."""
@@ -75,8 +97,23 @@ class Quantized:
         lib.ggml_get_type_traits(self.ggml_type).to_float(ffi.from_buffer(src), ffi.from_buffer("float[]", out), out.size)
         return out
 
+    def all_finite(self) -> bool:
+        """Whether every value is finite (no NaN / inf scale), dequantized a few rows at a time: no float32
+        copy of the whole tensor (a vocabulary's table of 151,936 rows would need 0.5 GB)."""
+        rows = self.data.reshape(-1, self.data.shape[-1])
+        step = max(1, FINITE_CHUNK // self.shape[-1])
+        return all(np.isfinite(Quantized(self.type_name, (len(part), self.shape[-1]), part).dequantize()).all()
+                   for part in (rows[i:i + step] for i in range(0, len(rows), step)))
+
+    @property
+    def mapped(self) -> bool:
+        """Whether the bytes are read-only memory (a file mapped by ``GGUFFile.weight``): nobody can change
+        them, so copies share them and the CPU backend computes on them in place."""
+        return not self.data.flags.writeable and self.data.flags.c_contiguous
+
     def copy(self) -> "Quantized":
-        return Quantized(self.type_name, self.shape, self.data.copy())
+        """An independent copy; a ``mapped`` tensor is shared, as nothing can change it."""
+        return self if self.mapped else Quantized(self.type_name, self.shape, self.data.copy())
 
 
 Weight = Union[np.ndarray, Quantized]  # a parameter's value: float32, or kept quantized (frozen)
@@ -103,6 +140,12 @@ def split_rows(whole: Weight, cuts: list[int]) -> list[Weight]:
     return [Quantized(whole.type_name, (d.shape[0], *whole.shape[1:]), d) for d in np.split(whole.data, cuts)]
 
 
+def block_size(type_name: str) -> int:
+    """How many values one block of ggml type ``type_name`` holds: rows are a multiple of it (F16 / BF16:
+    1; Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: 32; Q4_K, Q5_K, Q6_K: 256)."""
+    return 1 if type_name == "f32" else int(lib.ggml_blck_size(QUANTIZED_TYPES[type_name]))
+
+
 def nbytes(shape: tuple[int, ...], type_name: str = "f32") -> int:
     """The bytes of a tensor of ``shape`` stored as float32 ("f32") or as a quantized type."""
     if type_name == "f32":
@@ -111,13 +154,17 @@ def nbytes(shape: tuple[int, ...], type_name: str = "f32") -> int:
 
 
 def quantize(values: np.ndarray, type_name: str) -> np.ndarray:
-    """The bytes of float32 ``values`` in ggml's quantized type ``type_name`` ("q8_0": blocks of 32
-    values as int8 and one float16 scale, 8.5 bits a value; "q4_0": 4-bit values, 4.5 bits a value),
-    row by row along the last axis (ggml_quantize_chunk), as a uint8 array. ValueError unless the rows'
-    length is a multiple of the block size."""
+    """The bytes of float32 ``values`` in ggml's type ``type_name`` (for instance "q8_0": blocks of 32
+    values as int8 and one float16 scale, 8.5 bits a value; "q4_0": 4-bit values, 4.5 bits a value;
+    "q4_K": super-blocks of 256, 4.5 bits a value; "f16": IEEE half precision), row by row along the
+    last axis (ggml_quantize_chunk, ggml's own quantizer without an importance matrix), as a uint8
+    array. ValueError unless the rows' length is a multiple of the block size."""
     if type_name not in QUANTIZED_TYPES:
         raise ValueError(f"type_name must be one of {sorted(QUANTIZED_TYPES)}, got {type_name!r}")
     kind = QUANTIZED_TYPES[type_name]
+    if lib.ggml_quantize_requires_imatrix(kind):
+        raise ValueError(f"ggml quantizes to {type_name} only with an importance matrix (llama.cpp's llama-quantize "
+                         "--imatrix); quantize to another type (q4_K, q8_0 ...)")
     src = np.ascontiguousarray(values, np.float32)
     n_per_row = src.shape[-1] if src.ndim else 1
     block = lib.ggml_blck_size(kind)

@@ -4,7 +4,8 @@ A network is built for an input shape (batch axis excluded): its parameters get 
 initial values drawn from ``seed``. Weights live in numpy until the network is first run, then in a
 backend buffer (``ParamStore``); ``get_weights`` / ``set_weights`` move them as dicts of arrays. A
 parameter may be kept in a ggml quantized type (a ``core.tensor_data.Quantized`` value: a model read
-from a Q8_0 / Q4_0 file): it is frozen (no gradient, no optimizer step) and never dequantized.
+from a file of F16, Q8_0, Q4_K ... weights): it is frozen (no gradient, no optimizer step) and never
+dequantized.
 ``close()`` frees that buffer, and so does dropping the network. Copies (``copy.copy``,
 ``copy.deepcopy``, ``clone``, pickle) are independent: same architecture, weights and loss, no
 native state shared; a subclass adds what its copies keep (``_copied_state``: training's, in
@@ -20,11 +21,14 @@ import numpy as np
 
 from ..checks import check_int
 from ..core import Backend
-from ..core.tensor_data import Quantized, Weight
+from ..core.tensor_data import Weight
 from .losses import LossSpec
 from .layers.base import SequenceState
 from .ops import Tensor
-from .params import ParamStore, check_param_name, checked_weight, matching_params, quantized_types
+from .params import (ParamStore, check_param_name, check_quantizable, checked_weight, matching_params,
+                     quantized_types)
+# restore / restore_network: the functions pickles of networks name (as pyggml_opt.nn.network's)
+from .restoring import CONFIG_HINT, check_rebuilds, restore, restore_network  # noqa: F401
 from .shapes import MAX_SAMPLE_AXES
 from .summary import SummaryRow, summary_lines
 from .use_lock import UseLock
@@ -66,6 +70,7 @@ class Network:
         self._quantized: dict[str, str] = {}  # parameters kept quantized: name -> ggml type name
         self._frozen: frozenset[str] = frozenset()  # float32 parameters kept out of training (``freeze``)
         self._store: ParamStore | None = None
+        self.file_keys: dict[str, object] = {}  # the keys of a file it was read from that save writes back
         # Held by each call that uses the network's native state (fit, predict, evaluate, generate, close)
         self.lock = UseLock()
 
@@ -113,9 +118,9 @@ class Network:
         raise KeyError(name)
 
     def quantized(self) -> dict[str, str]:
-        """The parameters kept in a ggml quantized type, name -> type ("q8_0", "q4_0"): frozen (ggml-opt
-        gives them no gradient and no optimizer step; fit refuses a model that has any), computed with
-        as they are stored (ggml's MUL_MAT and GET_ROWS take quantized weights)."""
+        """The parameters kept in a ggml type other than F32, name -> type ("f16", "q8_0", "q4_K" ...):
+        frozen (ggml-opt gives them no gradient and no optimizer step; fit refuses a model that has any),
+        computed with as they are stored (ggml's MUL_MAT and GET_ROWS take quantized weights)."""
         return dict(self._quantized)
 
     def frozen(self) -> frozenset[str]:
@@ -223,7 +228,7 @@ class Network:
     def _build(self: _N, input_shape: Sequence[int], init: Callable[[str, tuple[int, ...]], Weight]) -> _N:
         input_shape, shapes = self._checked_shapes(input_shape)
         weights = {name: checked_weight(name, init(name, shape), shape) for name, shape in shapes.tensors.items()}
-        self._check_quantizable(weights)
+        check_quantizable(weights, self.quantizable())
         with self.lock:  # never under another thread's call: it would free the weights that call uses
             self.check_not_busy("build")
             self.input_shape, self.output_shape, self.param_shapes = input_shape, shapes.output, shapes.tensors
@@ -270,12 +275,12 @@ class Network:
             if name not in self.param_shapes:
                 raise ValueError(f"unknown parameter {name!r}; the model has {list(self.param_shapes)}")
             clean[name] = checked_weight(name, value, self.param_shapes[name])
-        self._check_quantizable(clean)
+        check_quantizable(clean, self.quantizable())
         with self.lock:
             quantized = {**{n: t for n, t in self._quantized.items() if n not in clean}, **quantized_types(clean)}
-            if quantized != self._quantized:
-                # parameters change type: the store is made anew at the next use (graphs over the old
-                # one are dropped: forward caches check the store they were built on)
+            if quantized != self._quantized or (self._store is not None and clean.keys() & self._store.in_place.keys()):
+                # parameters change type, or leave a file's read-only memory: the store is made anew at
+                # the next use (graphs over the old one are dropped: forward caches check their store)
                 self.check_not_busy("set_weights")
                 self._drop_store()
                 self._quantized = quantized
@@ -285,14 +290,6 @@ class Network:
             else:
                 assert self._weights is not None  # built: the weights are in the store or here
                 self._weights.update({k: v.copy() for k, v in clean.items()})
-
-    def _check_quantizable(self, weights: Mapping[str, Weight]) -> None:
-        """ValueError for a ``Quantized`` value of a parameter that must be float32 (``quantizable``)."""
-        wrong = sorted(n for n, v in weights.items() if isinstance(v, Quantized) and n not in self.quantizable())
-        if wrong:
-            raise ValueError(f"parameter {wrong[0]!r} cannot be kept quantized: its layer computes with it in float32 "
-                             f"(the parameters that can: {sorted(self.quantizable())}); give it float32 values "
-                             "(Quantized.dequantize())")
 
     def count_params(self) -> int:
         return int(sum(np.prod(s) for s in self.param_shapes.values()))
@@ -307,7 +304,7 @@ class Network:
         assert weights is not None  # built: the weights are in the store or here
         self._drop_store()
         store = ParamStore(self.param_shapes, backend, self.buffer_names(), self._quantized, self._frozen)
-        store.set(weights)
+        store.fill(weights)
         self._store, self._weights = store, None
         return store
 
@@ -357,15 +354,15 @@ class Network:
 
     def _copied_state(self) -> dict[str, Any]:
         """What copies and pickles keep besides architecture and weights, by name (a subclass adds to it)."""
-        return {"loss": self.loss, "frozen": sorted(self._frozen) or None}
+        return {"loss": self.loss, "frozen": sorted(self._frozen) or None, "file_keys": self.file_keys or None}
 
     def _restore_copied_state(self, state: dict[str, Any]) -> None:
         """Take ``_copied_state``'s dict back in a copy (ValueError for state this class does not keep:
         it would be lost)."""
-        self.loss = state.get("loss")
+        self.loss, self.file_keys = state.get("loss"), dict(state.get("file_keys") or {})
         if state.get("frozen"):
             self.freeze(*state["frozen"])
-        kept = sorted(k for k, v in state.items() if v is not None and k not in ("loss", "frozen"))
+        kept = sorted(k for k, v in state.items() if v is not None and k not in ("loss", "frozen", "file_keys"))
         if kept:
             raise ValueError(f"a {type(self).__name__} keeps no {kept}")
 
@@ -393,49 +390,6 @@ class Network:
             for text in lines:
                 print_fn(text)
         return "\n".join(lines)
-
-
-def restore_network(cls: type[Network], config: dict, input_shape: Sequence[int] | None,
-                    weights: Mapping[str, Weight] | None, backend: str | None, state: dict[str, Any]) -> Network:
-    """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
-    network = cls.from_config(config)
-    if input_shape is not None:
-        if isinstance(weights, Mapping):
-            renamed = {old: new for new, old in network.legacy_names().items()}
-            weights = {renamed.get(name, name): value for name, value in weights.items()}
-        network.build_with_weights(input_shape, weights)  # type: ignore[arg-type]  # checked there
-    network.backend = backend
-    network._restore_copied_state(state)
-    return network
-
-
-def restore(cls: type[Network], config: dict, input_shape: Sequence[int] | None, weights: dict[str, np.ndarray] | None,
-            loss: object, backend: str | None, history: object, optimizer_state: object = None) -> Network:
-    """What pickles of pyggml_opt 0.1's first releases call (their state: the loss, training's history
-    and optimizer state, which this layer passes on unread): users' pickled models still load."""
-    return restore_network(cls, config, input_shape, weights, backend,
-                           {"loss": loss, "history": history, "optimizer_state": optimizer_state})
-
-
-CONFIG_HINT = (": does every layer's get_config() return all of its constructor's arguments (a custom layer "
-                "that does not override it is rebuilt with its default sizes)?")
-
-
-def check_rebuilds(cls: type[Network], config: dict, input_shape: tuple[int, ...],
-                   param_shapes: dict[str, tuple[int, ...]]) -> None:
-    """ValueError unless ``cls.from_config(config)`` built for ``input_shape`` has exactly the parameters
-    ``param_shapes``: the test that a saved or pickled architecture gives back the model it came from
-    (no weights are made: shapes only)."""
-    try:
-        shapes = cls.from_config(config).shapes_for(input_shape)
-    except (TypeError, ValueError, KeyError) as exc:
-        raise ValueError(f"the {cls.__name__} cannot be rebuilt from its configuration ({exc}){CONFIG_HINT}") from None
-    if shapes != param_shapes:
-        differ = sorted(n for n in shapes.keys() | param_shapes.keys() if shapes.get(n) != param_shapes.get(n))
-        first = differ[0]
-        raise ValueError(f"the {cls.__name__} rebuilt from its configuration differs from this one in "
-                         f"{len(differ)} parameter(s), first {first!r}: {shapes.get(first)} there, "
-                         f"{param_shapes.get(first)} here{CONFIG_HINT}")
 
 
 def check_network(obj: object) -> Network:

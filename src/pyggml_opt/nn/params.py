@@ -7,7 +7,7 @@ from typing import Mapping
 import numpy as np
 
 from .._lib import ffi, lib
-from ..core import Backend, Buffer, Context
+from ..core import Backend, Buffer, Context, HostBuffer
 from ..core import tensor_data
 from ..core.tensor_data import MAX_NAME, QUANTIZED_NAMES, QUANTIZED_TYPES, Quantized, Weight
 from .ops import Tensor
@@ -39,7 +39,7 @@ def checked_weight(name: str, value: object, shape: tuple[int, ...]) -> Weight:
     if isinstance(value, Quantized):
         if value.shape != shape:
             raise ValueError(f"parameter {name!r}: expected shape {shape}, got {value.type_name} values of shape {value.shape}")
-        if not np.isfinite(value.dequantize()).all():
+        if not value.all_finite():
             raise ValueError(f"parameter {name!r} ({value.type_name}) contains NaN or inf")
         return value
     arr = np.asarray(value)
@@ -51,6 +51,16 @@ def checked_weight(name: str, value: object, shape: tuple[int, ...]) -> Weight:
     if not np.isfinite(arr).all():
         raise ValueError(f"parameter {name!r} contains NaN or inf")
     return arr
+
+
+def check_quantizable(weights: Mapping[str, Weight], quantizable: frozenset[str]) -> None:
+    """ValueError for a ``Quantized`` value of a parameter that must be float32 (not in ``quantizable``:
+    ``Network.quantizable``)."""
+    wrong = sorted(n for n, v in weights.items() if isinstance(v, Quantized) and n not in quantizable)
+    if wrong:
+        raise ValueError(f"parameter {wrong[0]!r} cannot be kept quantized: its layer computes with it in float32 "
+                         f"(the parameters that can: {sorted(quantizable)}); give it float32 values "
+                         "(Quantized.dequantize())")
 
 
 def matching_params(names: tuple[str, ...], params: list[str]) -> frozenset[str]:
@@ -108,23 +118,57 @@ class ParamStore:
             if name not in buffers and name not in quantized and name not in frozen:
                 lib.ggml_set_param(t)
             self.tensors[name] = Tensor(t, None, self.ctx, len(shape))
-        # ggml allocates no buffer for a context without tensors (a model without parameters)
-        self.buffer = Buffer(self.ctx, backend) if self.tensors else None
+        self.buffer: Buffer | None = None
         self.backend = backend
         self.buffers = buffers
+        self.in_place: dict[str, Quantized] = {}  # mapped values the tensors compute on where they are (fill)
+        self._host_buffers: list[HostBuffer] = []
+
+    def fill(self, weights: Mapping[str, Weight]) -> None:
+        """Give the tensors their memory and ``weights`` (every parameter's value): on a CPU backend a
+        ``mapped`` value (a file's bytes mapped read-only) is the tensor's memory itself, no copy; the
+        others are copied into one buffer of the backend."""
+        if self.backend.is_cpu:
+            self.in_place = {n: w for n, w in weights.items()
+                             if isinstance(w, Quantized) and w.mapped and _root(w.data).flags.c_contiguous}
+        roots: dict[int, HostBuffer] = {}
+        for name, value in self.in_place.items():
+            root = _root(value.data)
+            if id(root) not in roots:
+                roots[id(root)] = HostBuffer(root)
+                self._host_buffers.append(roots[id(root)])
+            roots[id(root)].place(self.tensors[name].ptr, value.data)
+        # ggml allocates no buffer for a context whose tensors all have memory (or that has none)
+        if len(self.in_place) < len(self.tensors):
+            self.buffer = Buffer(self.ctx, self.backend)
+        self.set({n: w for n, w in weights.items() if n not in self.in_place})
 
     def get(self) -> dict[str, Weight]:
-        return {name: tensor_data.get_quantized(t.ptr, t.ndim) if t.ptr.type in QUANTIZED_NAMES
+        """Every parameter's value: copies, but the ``in_place`` values themselves (read-only)."""
+        return {name: self.in_place[name] if name in self.in_place
+                else tensor_data.get_quantized(t.ptr, t.ndim) if t.ptr.type in QUANTIZED_NAMES
                 else tensor_data.get(t.ptr, t.ndim) for name, t in self.tensors.items()}
 
     def set(self, weights: Mapping[str, Weight]) -> None:
+        """Copy ``weights`` into their tensors (ValueError for an ``in_place`` one: its memory is the file's)."""
         for name, value in weights.items():
+            if name in self.in_place:
+                raise ValueError(f"parameter {name!r} computes on a file's memory, which is read-only")
             if isinstance(value, Quantized):
                 tensor_data.set_quantized(self.tensors[name].ptr, value)
             else:
                 tensor_data.set(self.tensors[name].ptr, value)
 
     def close(self) -> None:
-        if self.buffer is not None:
-            self.buffer.close()
+        for owner in [self.buffer, *self._host_buffers]:
+            if owner is not None:
+                owner.close()
         self.ctx.close()
+
+
+def _root(array: np.ndarray) -> np.ndarray:
+    """The outermost numpy array ``array`` is a view of (a whole file's mapping for a ``GGUFFile``
+    weight): one host buffer serves every tensor placed on it."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array

@@ -30,17 +30,22 @@ import numpy as np
 
 from ..checks import check_choice
 from ..core import GGUFFile
-from ..core.tensor_data import Quantized, Weight
+from ..core.tensor_data import QUANTIZED_TYPES, Quantized, Weight, block_size
 from ..text import BPETokenizer, CharTokenizer, vocab_metadata
 from ..nn import Network, check_rebuilds, deserialize, serialize
 from ..nn.losses import loss_entry
 from .formats import GENERIC, LAYOUTS, FileFormat, format_named, format_of, formats_in, known_architectures, read_each
 
-# llama.cpp's general.file_type (llama.h: enum llama_ftype): what most of the weights are stored as
-FILE_TYPES = {"f32": 0, "q4_0": 2, "q8_0": 7}
+# llama.cpp's general.file_type (llama.h: enum llama_ftype): what most of the weights are stored as (for
+# the K-quants its "_S" member: all matrices in the one type)
+FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9, "q2_K": 10, "q3_K": 11,
+              "q4_K": 14, "q5_K": 16, "q6_K": 18, "iq4_nl": 25, "iq4_xs": 30, "bf16": 32, "tq1_0": 36, "tq2_0": 37,
+              "nvfp4": 39, "q1_0": 40, "q2_0": 41}
 # the keys every file of save's has, besides its layout's hyperparameters and its tokenizer's
 WRITTEN = ("general.architecture", "general.file_type", "pyggml_opt.config", "pyggml_opt.input_shape", "pyggml_opt.loss",
            "pyggml_opt.frozen")
+TOKENIZER = "tokenizer."  # the prefix of a tokenizer's keys (llama.cpp's tokenizer.ggml.*, tokenizer.chat_template)
+OWN = "pyggml_opt."  # the prefix of the keys pyggml_opt writes for itself
 FROZEN = "pyggml_opt.frozen"  # the float32 parameters ``freeze`` kept out of training (JSON list; absent: none)
 
 
@@ -115,12 +120,17 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
        llama-server, llama-cpp-python), a ``gpt`` as llama.cpp's ``gpt2`` architecture, a ``llama`` as
        ``llama``, with the tokenizer inside; ValueError naming the first layer that does not map for
        any other model. Both load back with ``load``. Unless given, "llama.cpp" when a tokenizer is
-       given, else "pyggml_opt" (``layout=``: its former name, deprecated).
+       given, else the layout of the file the model was read from, else "pyggml_opt" (``layout=``: its
+       former name, deprecated). A model read from a file keeps that file's other keys (``file_keys``:
+       its name, its tokenizer, llama.cpp's ...) and save writes them back as they were, but those it
+       writes itself (and the tokenizer's where ``tokenizer`` is given).
     tokenizer: written inside the file under llama.cpp's ``tokenizer.ggml.*`` keys (in either format);
        its vocabulary size must equal the model's (the rows of its token embedding).
-    quantize: "q8_0" or "q4_0" (llama.cpp's layout only): the weight matrices (every 2-D tensor whose
-       rows are a multiple of 32 values) stored in that ggml type, for llama.cpp to run; ``load``
-       reads them back as parameters kept quantized (frozen: predict and generate, not fit).
+    quantize: a ggml type of ``tensor_data.QUANTIZED_TYPES`` ("q8_0", "q4_0", "q4_K", "f16", ...; those ggml
+       quantizes only with an importance matrix are refused; llama.cpp's layout only): the weight matrices (every 2-D tensor whose rows are a multiple of the type's block: 32 values,
+       256 for the K-quants; the others stay float32) stored in that type by ggml's quantizer, for
+       llama.cpp to run; ``load`` reads them back as parameters kept in that type (frozen: predict and
+       generate, not fit).
        Parameters the model already keeps quantized are written as they are, in either layout.
     ``extra`` (key -> str/int/float/bool) and ``extra_tensors`` (name -> array) are added as they are;
     ``checkpoint.py`` stores the optimizer state this way.
@@ -132,6 +142,10 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         if format is not None and format != layout:
             raise ValueError(f"save got format={format!r} and layout={layout!r}: give format alone")
         format = layout
+    file_keys = _kept_keys(model, tokenizer is not None)
+    came_from = format_named(str(file_keys.get("general.architecture", "")))
+    if format is None and tokenizer is None and came_from is not None:
+        format = came_from.layout  # the layout of the file the model was read from
     layout = check_choice("format", format, LAYOUTS) if format is not None else LAYOUTS[tokenizer is not None]
     model.require_built()
     assert model.input_shape is not None  # built
@@ -141,11 +155,11 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
                             for f in formats_in(layout))
         raise ValueError(f"no {layout} architecture fits this model ({reasons})")
     if quantize is not None:
-        quantize = check_choice("quantize", quantize, tuple(FILE_TYPES)[1:])
+        quantize = check_choice("quantize", quantize, tuple(QUANTIZED_TYPES))
         if layout == GENERIC:
             raise ValueError("quantize needs format='llama.cpp': pyggml_opt's own files hold float32 weights")
     vocab = vocab_metadata(tokenizer) if tokenizer is not None else {}
-    if layout != GENERIC and not vocab:
+    if layout != GENERIC and not vocab and "tokenizer.ggml.tokens" not in file_keys:
         raise ValueError(f"a {layout} file needs the model's tokenizer inside: save(model, path, tokenizer=...)")
     config = config_entry(model)
     if fmt is None and json.loads(config)["config"] is not None:
@@ -157,11 +171,12 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         raise ValueError(f"the {fmt.architecture} layout stores float32 tensors; this model keeps {sorted(kept)[:3]} "
                          "quantized")
     tensors = fmt.to_tensors(weights) if fmt is not None else weights
-    _check_vocab_size(vocab, tensors, weights)
+    _check_vocab_size(vocab or file_keys, tensors, weights)
     own = {**(fmt.metadata(model) if fmt else {}), **vocab}
     clash = sorted((extra or {}).keys() & {*own, *WRITTEN})
     if clash:  # the file would lie about its model or tokenizer, and load as another one or not at all
         raise ValueError(f"extra key {clash[0]!r} is one save writes itself for this model")
+    own = {**{k: v for k, v in file_keys.items() if k not in WRITTEN}, **own}
     with GGUFFile() as f:
         f.set("general.architecture", fmt.architecture if fmt else GENERIC)
         f.set("pyggml_opt.config", config)
@@ -171,16 +186,28 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
         if frozen:
             f.set(FROZEN, json.dumps(frozen))
         if layout != GENERIC:
-            # what most weights are stored as: the requested type, else the one the model keeps most
+            # what most weights are stored as: the requested type, else what the file the model was read
+            # from said (its tensors are written as they were: llama.cpp's mixtures such as Q4_K_M keep
+            # their name), else the type the model keeps most
             types = list(kept.values())
-            f.set("general.file_type", np.uint32(FILE_TYPES[quantize or max(types, key=types.count, default="f32")]))
+            file_type = FILE_TYPES.get(quantize) if quantize else file_keys.get(
+                "general.file_type", FILE_TYPES.get(max(types, key=types.count, default="f32")))
+            if isinstance(file_type, (int, np.integer)):  # else a type llama.cpp's enum has no name for
+                f.set("general.file_type", np.uint32(file_type))
         for key, value in {**own, **(extra or {})}.items():
             f.set(key, value)
         for name, value in tensors.items():
-            f.add_tensor(name, value, quantize if quantize and value.ndim == 2 and value.shape[1] % 32 == 0 else "f32")
+            whole_blocks = quantize is not None and value.ndim == 2 and value.shape[1] % block_size(quantize) == 0
+            f.add_tensor(name, value, quantize if quantize and whole_blocks else "f32")
         for name, value in (extra_tensors or {}).items():
             f.add_tensor(name, value)
         f.write(path)
+
+
+def _kept_keys(model: Network, new_tokenizer: bool) -> dict[str, object]:
+    """The keys of the file ``model`` was read from (``Network.file_keys``) that save writes back: all
+    but those it writes itself, and the tokenizer's where another tokenizer is given."""
+    return {k: v for k, v in model.file_keys.items() if not (new_tokenizer and k.startswith(TOKENIZER))}
 
 
 def _check_vocab_size(vocab: dict[str, object], tensors: dict[str, Weight], weights: dict[str, Weight]) -> None:
@@ -300,6 +327,7 @@ def load(path: str | os.PathLike[str]) -> Network:
             raise ValueError(f"{path!r}: unknown architecture {arch!r} (known: {known_architectures()})")
         model.loss = loss
         _freeze_as_saved(path, f, model)
+        model.file_keys = {k: f.get_typed(k) for k in f.keys() if not k.startswith(OWN)}
         return model
 
 

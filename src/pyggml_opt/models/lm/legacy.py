@@ -86,6 +86,9 @@ def why_not(model: Network, arch: Architecture) -> str:
     if args is not None and not isinstance(args, arch.args):
         return f"a {what} file holds {arch.args.family} models, this is a {args.family}"
     if args is not None:
+        fixed = arch.why_not(args)  # an argument the file cannot express: name it and its value there
+        if fixed is not None:
+            return fixed
         reference, layers = args.replace(**arch.fixed).layers(), model.layers  # type: ignore[attr-defined]
     else:
         if not isinstance(model, Sequential):

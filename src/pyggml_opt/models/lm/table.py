@@ -128,7 +128,7 @@ class Architecture:
         """Why a model of ``args`` cannot be saved in this architecture, or None if it can."""
         if not isinstance(args, self.args):
             return f"a {self.name} file holds {self.args.family} models, this is a {args.family}"
-        wrong = [f"{k}={getattr(args, k)!r} (a {self.name} file has {v!r})" for k, v in self.fixed.items()
-                 if getattr(args, k) != v]
+        wrong = [f"{k}={getattr(args, k)!r}, where a {self.name} file has {k}={v!r} (build the model with {k}={v!r})"
+                 for k, v in self.fixed.items() if getattr(args, k) != v]
         return "; ".join(wrong) or None
 

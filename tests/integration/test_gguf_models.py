@@ -1,0 +1,183 @@
+"""GGUF language models made as users' files are made (support/hf_models.py: a ``transformers`` model of
+the architecture with random weights and a real tokenizer, converted by llama.cpp's convert_hf_to_gguf.py,
+quantized by llama.cpp) load with ``pgo.load``, keep their weights in the file's types, and compute what
+the judges compute: for 10 prompts, logits equal to transformers' in float64 (F32 files) and to
+llama-cpp-python's on the same file (F32 key / value cache), and greedy generation of 100 tokens
+identical to llama-cpp-python's.
+
+Tolerances, as the maximum absolute difference over the largest logit (measured on an AMD EPYC with
+AVX-512, 2 threads, ``pytest -s`` prints them): F32 1e-4 (measured 1e-6 against both judges); F16 1e-3
+(3-4e-4) and BF16 5e-3 (0 to 3e-3); Q8_0, the K-quants and the legacy types 5e-2 (4e-3 to 1.5e-2). Both
+sides run ggml's kernels, but of two ggml versions (pyggml_opt's vendored 0.25.3, llama-cpp-python's
+own) whose float32 operations round some values differently (1e-6 on the F32 files). The quantized
+MUL_MATs round their float32 activations to 8-bit blocks (F16, BF16 for those types), so one float32
+rounding upstream that moves a value across a step moves it by a step, and these random-weight models
+carry that to the logits: ``benchmarks/gguf_rounding.py`` scales one norm weight by one ulp and measures
+what that alone does to pyggml_opt's own logits on these files: 8e-3 (Q8_0), 1.5e-2 (Q4_1, Q5_0), 2e-2
+(Q4_K_M), 4e-4 (F16). That is the bound the kernels imply, and the differences measured are within it;
+llama.cpp's own logits for a prompt in one batch and one token at a time differ by up to 1.2e-2 (Q4_K_M)
+for the same reason (its kernels change with the batch size).
+The largest logit agrees (top-1) at every position of every prompt, or where it does not, the two
+picks are a near tie: their logits differ by less than the tolerance. Greedy generation gives the same
+100 tokens, except where two candidates are closer than these tolerances (F16 and coarser types: the
+continuations may part there, as llama.cpp's own do between its batch sizes). A Q4_K_M file saved again
+by pyggml_opt holds the same keys and tensors and gives llama.cpp the same logits.
+
+About 4 min on 2 idle cores (8 beside other work): the three architectures' models (dim 256, 2 blocks, real vocabularies of
+128,256 and 151,936 tokens), each converted once and quantized to every type.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyggml_opt as pgo
+from support import import_or_skip
+from support.hf_models import convert, quantize, save_hf_model
+
+llama_cpp = import_or_skip("llama_cpp", "llama.cpp judges the logits")
+transformers = import_or_skip("transformers", "the test models are transformers models")
+torch = import_or_skip("torch", "transformers computes the float64 reference")
+gguf = import_or_skip("gguf", "gguf's GGUFReader lists the file's tensor types")
+
+CONTEXT, PROMPTS, NEW_TOKENS = 256, 10, 100
+TOLERANCE = {"F32": 1e-4, "F16": 1e-3, "BF16": 5e-3}
+QUANTIZED = 5e-2  # Q8_0, the K-quants and the legacy types
+TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_K_M", "Q5_K_M", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
+
+
+def _configs():
+    t = transformers
+    common = dict(hidden_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  max_position_embeddings=CONTEXT)
+    return {
+        # Llama 3's vocabulary (llama-bpe); a feed-forward width that is not a multiple of 256, so that
+        # llama.cpp's K-quant files fall back to Q5_0 / Q5_1 / Q8_0 for ffn_down, as Gemma's and others' do
+        "llama": (t.LlamaConfig(vocab_size=128256, intermediate_size=384, rope_theta=500000.0, rms_norm_eps=1e-5,
+                                **common), "llama-bpe"),
+        "qwen2": (t.Qwen2Config(vocab_size=151936, intermediate_size=512, rope_theta=1e6, rms_norm_eps=1e-6,
+                                tie_word_embeddings=True, **common), "qwen2"),
+        # heads of 128 features: queries 512 wide for a width of 256
+        "qwen3": (t.Qwen3Config(vocab_size=151936, intermediate_size=512, head_dim=128, rope_theta=1e6,
+                                rms_norm_eps=1e-6, tie_word_embeddings=True, **common), "qwen2"),
+    }
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2", "qwen3"])
+def made(request, tmp_path_factory):
+    """(architecture, the transformers model in float64, a function type -> the GGUF file of that type)."""
+    config, vocab = _configs()[request.param]
+    folder = tmp_path_factory.mktemp(request.param)
+    hf_dir = save_hf_model(config, vocab, folder / "hf")
+    f32 = convert(hf_dir, folder / "F32.gguf")
+    files = {"F32": f32}
+
+    def file_of(kind: str):
+        if kind not in files:
+            files[kind] = quantize(f32, folder / f"{kind}.gguf", kind)
+        return files[kind]
+
+    hf = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float64).eval()
+    return request.param, hf, file_of
+
+
+def _prompts(vocab: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(1)
+    return [rng.integers(0, vocab, int(n)).astype(np.int32) for n in rng.integers(2, 40, PROMPTS)]
+
+
+def _llama_cpp(path, n_batch=512):
+    return llama_cpp.Llama(str(path), n_ctx=CONTEXT, n_batch=n_batch, n_ubatch=n_batch, logits_all=True,
+                           verbose=False, n_threads=2, type_k=0, type_v=0)  # F32 key / value cache
+
+
+def _relative(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def _top1_gap(ours: np.ndarray, theirs: np.ndarray) -> float:
+    """The largest gap, over the positions where the two argmaxes differ, between our logits for our
+    pick and for theirs, over the largest logit (0 where they agree everywhere)."""
+    a, b = ours.argmax(-1), theirs.argmax(-1)
+    rows = np.flatnonzero(a != b)
+    if not rows.size:
+        return 0.0
+    return float((ours[rows, a[rows]] - ours[rows, b[rows]]).max() / np.abs(ours).max())
+
+
+def _file_types(path) -> set[str]:
+    """The ggml types of the file's matrices (2-D tensors), by ggml's names."""
+    reader = gguf.GGUFReader(str(path))
+    return {t.tensor_type.name.lower().replace("_k", "_K") for t in reader.tensors if len(t.shape) == 2}
+
+
+@pytest.mark.parametrize("kind", TYPES)
+def test_gguf_file_computes_what_llama_cpp_computes(made, kind):
+    arch, hf, file_of = made
+    path = file_of(kind)
+    model = pgo.load(path)
+    assert model.args.family == "llama" and pgo.saving.load_metadata(path)["general.architecture"] == arch
+    # every matrix stays in the file's type in ggml memory: no dequantized copy
+    kept = set(model.quantized().values()) | ({"f32"} if len(model.quantized()) < sum(
+        len(s) == 2 for s in model.param_shapes.values()) else set())
+    assert kept == _file_types(path)
+    ll = _llama_cpp(path)
+    worst, ties = 0.0, []
+    for ids in _prompts(model.args.vocab_size):
+        ours = model.predict(ids[None], logits=True)[0]
+        assert ours.shape == (len(ids), model.args.vocab_size)
+        ll.reset()
+        ll.eval(ids.tolist())
+        theirs = np.array(ll.scores[:len(ids)])
+        worst = max(worst, _relative(ours, theirs))
+        ties.append(_top1_gap(ours, theirs))
+        if kind == "F32":
+            with torch.no_grad():
+                ref = hf(torch.tensor(ids[None].astype(np.int64))).logits[0].numpy()
+            assert _relative(ours.astype(np.float64), ref) <= 1e-4, arch
+    print(f"{arch} {kind}: logits vs llama.cpp {worst:.2e}")
+    assert worst <= TOLERANCE.get(kind, QUANTIZED)
+    # top-1 agreement: where the two picks differ, they are a near tie, closer than the tolerance
+    assert max(ties) <= TOLERANCE.get(kind, QUANTIZED), max(ties)
+    # greedy decoding, pyggml_opt's KV cache against llama.cpp's: the same tokens, except that where the
+    # kernels' rounding (the tolerance above) separates two candidates, the continuations may part there
+    for ids in _prompts(model.args.vocab_size)[:2]:
+        ours = model.generate(ids, NEW_TOKENS, temperature=0)[len(ids):]
+        theirs = []
+        for token in ll.generate(ids.tolist(), temp=0, top_k=1, reset=True):
+            theirs.append(token)
+            if len(theirs) == NEW_TOKENS:
+                break
+        parted = np.flatnonzero(ours != np.array(theirs))
+        if parted.size:
+            t = int(parted[0])
+            logits = model.predict(np.concatenate([ids, ours[:t]])[None], logits=True)[0, -1]
+            gap = (logits[ours[t]] - logits[theirs[t]]) / np.abs(logits).max()
+            print(f"{arch} {kind}: greedy tokens part at step {t}, a gap of {gap:.1e} between the two")
+            assert kind != "F32" and gap <= TOLERANCE.get(kind, QUANTIZED)
+
+
+def test_a_file_saved_again_keeps_its_keys_and_tensors(made, tmp_path):
+    """pgo.load then save of llama.cpp's Q4_K_M file: every key of the file as it was (type and value;
+    pyggml_opt adds its own pyggml_opt.* keys), every tensor in its type with the same bytes, and llama.cpp
+    computes the same logits on both files."""
+    arch, _, file_of = made
+    path = file_of("Q4_K_M")
+    pgo.load(path).save(tmp_path / "again.gguf")
+    before, after = gguf.GGUFReader(str(path)), gguf.GGUFReader(str(tmp_path / "again.gguf"))
+    for name, field in before.fields.items():
+        if name.startswith("GGUF."):  # the header: counts, version
+            continue
+        assert after.fields[name].types == field.types and after.fields[name].contents() == field.contents(), name
+    theirs = {t.name: t for t in after.tensors}
+    assert theirs.keys() == {t.name for t in before.tensors}
+    for t in before.tensors:
+        assert theirs[t.name].tensor_type == t.tensor_type and np.array_equal(theirs[t.name].data, t.data), t.name
+    ids = _prompts(len(before.fields["tokenizer.ggml.tokens"].contents()))[0].tolist()
+    logits = []
+    for file in (path, tmp_path / "again.gguf"):
+        ll = _llama_cpp(file)
+        ll.eval(ids)
+        logits.append(np.array(ll.scores[:len(ids)]))
+        ll.close()
+    np.testing.assert_array_equal(logits[0], logits[1])
