@@ -126,8 +126,9 @@ def test_quantized_weights_are_the_files_memory(quantized, tmp_path):
     logits = q.predict(x, logits=True)
     weights = q.get_weights()
     assert all(weights[n].mapped for n in q.quantized())
+    # the float32 norms: writable (copy-on-write: fit trains them in pages of the process's own)
     assert all(isinstance(weights[n], np.ndarray) and weights[n].flags.writeable for n in m.param_shapes
-               if n not in q.quantized())  # the float32 norms: read into memory of their own (trained)
+               if n not in q.quantized())
     # the same values copied into the backend's own memory compute the same logits, bit for bit
     copied = pgo.load(path)
     copied.set_weights({n: Quantized(w.type_name, w.shape, w.data.copy()) for n, w in copied.get_weights().items()
@@ -199,10 +200,27 @@ def test_saving_again_keeps_the_files_keys_and_types(quantized, tmp_path):
 def test_a_file_that_cannot_be_mapped_is_read_once(quantized, tmp_path, monkeypatch):
     q, _, x = quantized
 
-    def refuse(*args, **kwargs):
-        raise OSError("no mmap here")
-
-    monkeypatch.setattr(np, "memmap", refuse)
+    monkeypatch.setattr(pgo.core.GGUFFile, "_mapping", lambda self: None)  # as where mmap fails
     read = pgo.load(tmp_path / "q.gguf")
     assert not any(w.mapped for w in read.get_weights().values() if isinstance(w, Quantized))
     np.testing.assert_array_equal(read.predict(x, logits=True), q.predict(x, logits=True))
+
+
+def test_a_float32_files_weights_train_copy_on_write(tmp_path):
+    """A float32 llama.cpp file's weights are the mapping too (copy-on-write): fit trains them as it trains
+    weights in memory of their own, bit for bit, and the file stays as it was."""
+    m = pgo.models.llama(V, T, 32, 1, 4, n_kv_heads=2)
+    m.build((T,), seed=0)
+    path = tmp_path / "f.gguf"
+    m.save(path, tokenizer=TOK)
+    digest = _sha256(path)
+    x = np.random.default_rng(1).integers(0, V, (16, T)).astype(np.int32)
+    mapped, own = pgo.load(path), pgo.load(path)
+    own.set_weights(own.get_weights())  # copies: memory of its own
+    for model in (mapped, own):
+        model.fit(x, x, epochs=2, batch_size=8, verbose=0, seed=0, optimizer=pgo.AdamW(lr=1e-2))
+    trained, reference, start = mapped.get_weights(), own.get_weights(), m.get_weights()
+    assert all(np.array_equal(trained[n], reference[n]) for n in trained)
+    assert not np.array_equal(trained["blk0.attn.wq.weight"], start["blk0.attn.wq.weight"])
+    assert _sha256(path) == digest
+    np.testing.assert_array_equal(pgo.load(path).get_weights()["blk0.attn.wq.weight"], start["blk0.attn.wq.weight"])

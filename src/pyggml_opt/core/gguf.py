@@ -208,15 +208,17 @@ class GGUFFile(Handle):
         return arr.astype(dtype, copy=False).reshape(shape_of(t, ndim))
 
     def weight(self, name: str, ndim: int | None = None) -> Weight:
-        """Tensor ``name`` as a model weight: a numpy copy of an F32 one (``tensor``), or, for the other
-        types pyggml_opt computes with (``tensor_data.QUANTIZED_TYPES``: F16, BF16, Q8_0, the K-quants
-        ...), its bytes as a ``Quantized`` over the file mapped read-only (``mapped``: no copy; the
-        mapping lives as long as the value, whatever becomes of the file), or read once where the file
-        cannot be mapped. ValueError for other types."""
+        """Tensor ``name`` as a model weight, over the file mapped copy-on-write (no copy: the mapping
+        lives as long as the value, whatever becomes of the file, and nothing is ever written to the
+        file), or read once where the file cannot be mapped: an F32 tensor as a float32 array (writable:
+        a change is the process's own), another type pyggml_opt computes with
+        (``tensor_data.QUANTIZED_TYPES``: F16, BF16, Q8_0, the K-quants ...) as a ``Quantized`` whose
+        mapped bytes are read-only (``Quantized.mapped``). ValueError for other types (integer tensors:
+        ``tensor``'s arrays)."""
         t, path, offset = self._find(name)
-        if t.type in NP_TYPES and t.type not in QUANTIZED_NAMES:
-            return self.tensor(name, ndim)
-        if t.type not in QUANTIZED_NAMES:
+        if t.type not in QUANTIZED_NAMES and t.type != lib.GGML_TYPE_F32:
+            if t.type in NP_TYPES:
+                return self.tensor(name, ndim)
             raise ValueError(f"tensor {name!r} has type {c_str(lib.ggml_type_name(t.type))}, which ggml's CPU backend "
                              f"cannot compute with as a weight (the types it can: f32, {', '.join(QUANTIZED_TYPES)})")
         shape = shape_of(t, ndim)
@@ -228,14 +230,19 @@ class GGUFFile(Handle):
             data = np.fromfile(path, dtype=np.uint8, count=size, offset=offset)
         if data.size != size:
             raise ValueError(f"tensor {name!r} is truncated in the file")
+        if t.type == lib.GGML_TYPE_F32:
+            return data.view(np.dtype("<f4")).astype(np.float32, copy=False).reshape(shape)
+        if mapping is not None:
+            data.flags.writeable = False  # a frozen weight's bytes: copies share them
         return Quantized(QUANTIZED_NAMES[t.type], shape, data.reshape(*shape[:-1], -1))
 
     def _mapping(self) -> np.ndarray | None:
-        """The whole file mapped read-only (made at the first call; the file is never opened for writing),
-        or None where it cannot be mapped (a pipe, a file system without mmap)."""
+        """The whole file mapped copy-on-write (made at the first call; the file is opened read-only and
+        never written: pages the process writes become its own), or None where it cannot be mapped (a
+        pipe, a file system without mmap)."""
         if self._map is None and not self._unmappable and self._path is not None:
             try:
-                self._map = np.memmap(self._path, dtype=np.uint8, mode="r")
+                self._map = np.memmap(self._path, dtype=np.uint8, mode="c")
             except (OSError, ValueError):
                 self._unmappable = True
         return self._map

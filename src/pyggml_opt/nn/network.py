@@ -278,7 +278,7 @@ class Network:
         check_quantizable(clean, self.quantizable())
         with self.lock:
             quantized = {**{n: t for n, t in self._quantized.items() if n not in clean}, **quantized_types(clean)}
-            if quantized != self._quantized or (self._store is not None and clean.keys() & self._store.in_place.keys()):
+            if quantized != self._quantized or (self._store is not None and clean.keys() & self._store.read_only):
                 # parameters change type, or leave a file's read-only memory: the store is made anew at
                 # the next use (graphs over the old one are dropped: forward caches check their store)
                 self.check_not_busy("set_weights")

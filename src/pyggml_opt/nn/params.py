@@ -121,39 +121,44 @@ class ParamStore:
         self.buffer: Buffer | None = None
         self.backend = backend
         self.buffers = buffers
-        self.in_place: dict[str, Quantized] = {}  # mapped values the tensors compute on where they are (fill)
+        # the values whose memory the tensors use where it is (fill); read_only: those of them a file's
+        # frozen weights (mapped Quantized values), never written
+        self.in_place: dict[str, Weight] = {}
+        self.read_only: frozenset[str] = frozenset()
         self._host_buffers: list[HostBuffer] = []
 
     def fill(self, weights: Mapping[str, Weight]) -> None:
         """Give the tensors their memory and ``weights`` (every parameter's value): on a CPU backend a
-        ``mapped`` value (a file's bytes mapped read-only) is the tensor's memory itself, no copy; the
-        others are copied into one buffer of the backend."""
+        value over a file's mapping (``GGUFFile.weight``) is the tensor's memory itself, no copy (a
+        float32 one copy-on-write: training writes pages of the process's own); the others are copied
+        into one buffer of the backend."""
         if self.backend.is_cpu:
-            self.in_place = {n: w for n, w in weights.items()
-                             if isinstance(w, Quantized) and w.mapped and _root(w.data).flags.c_contiguous}
+            self.in_place = {n: w for n, w in weights.items() if _on_a_mapping(w)}
+            self.read_only = frozenset(n for n, w in self.in_place.items() if isinstance(w, Quantized))
         roots: dict[int, HostBuffer] = {}
         for name, value in self.in_place.items():
-            root = _root(value.data)
+            data = value.data if isinstance(value, Quantized) else value
+            root = _root(data)
             if id(root) not in roots:
                 roots[id(root)] = HostBuffer(root)
                 self._host_buffers.append(roots[id(root)])
-            roots[id(root)].place(self.tensors[name].ptr, value.data)
+            roots[id(root)].place(self.tensors[name].ptr, data)
         # ggml allocates no buffer for a context whose tensors all have memory (or that has none)
         if len(self.in_place) < len(self.tensors):
             self.buffer = Buffer(self.ctx, self.backend)
         self.set({n: w for n, w in weights.items() if n not in self.in_place})
 
     def get(self) -> dict[str, Weight]:
-        """Every parameter's value: copies, but the ``in_place`` values themselves (read-only)."""
-        return {name: self.in_place[name] if name in self.in_place
+        """Every parameter's value: copies, but the ``read_only`` values themselves (nothing changes them)."""
+        return {name: self.in_place[name] if name in self.read_only
                 else tensor_data.get_quantized(t.ptr, t.ndim) if t.ptr.type in QUANTIZED_NAMES
                 else tensor_data.get(t.ptr, t.ndim) for name, t in self.tensors.items()}
 
     def set(self, weights: Mapping[str, Weight]) -> None:
-        """Copy ``weights`` into their tensors (ValueError for an ``in_place`` one: its memory is the file's)."""
+        """Copy ``weights`` into their tensors (ValueError for a ``read_only`` one: a file's frozen weight)."""
         for name, value in weights.items():
-            if name in self.in_place:
-                raise ValueError(f"parameter {name!r} computes on a file's memory, which is read-only")
+            if name in self.read_only:
+                raise ValueError(f"parameter {name!r} computes on a file's mapped bytes, which are read-only")
             if isinstance(value, Quantized):
                 tensor_data.set_quantized(self.tensors[name].ptr, value)
             else:
@@ -172,3 +177,10 @@ def _root(array: np.ndarray) -> np.ndarray:
     while isinstance(array.base, np.ndarray):
         array = array.base
     return array
+
+
+def _on_a_mapping(value: Weight) -> bool:
+    """Whether ``value`` is a contiguous piece of a file's mapping (``GGUFFile.weight``): a tensor can use
+    its memory where it is."""
+    data = value.data if isinstance(value, Quantized) else value
+    return data.flags.c_contiguous and isinstance(_root(data), np.memmap)
