@@ -152,3 +152,23 @@ def test_bad_input_is_refused(trained):
         trained.generate([1], 3, stop=[1.5])
     with pytest.raises(TypeError, match="tokenizer"):
         trained.generate("ab", 3)
+
+
+@pytest.mark.parametrize("steps", [1, 9])
+def test_a_prompt_graph_computes_the_last_steps_logits_only(lm, steps):
+    """generate's graphs (last_only): the output layers run on the last step alone, the logits equal the
+    last step's of the graph of every step, bit for bit (the same products, fewer of them)."""
+    layers = decoding_layers(lm)
+    backend = Backend("cpu", 1)
+    store = lm.params_on(backend)
+    ids = np.random.default_rng(steps).integers(0, V, (2, steps)).astype(np.int32)
+    out = []
+    for last_only in (False, True):
+        cache = KVCache(layers, 2, CONTEXT, backend)
+        graph = DecodeGraph(lm, layers, store, cache, steps, kv_rows(0, steps, CONTEXT), last_only=last_only)
+        scheduler = Scheduler([backend])
+        out.append(graph.run(scheduler, ids, 0))
+        for owner in (graph, scheduler, cache):
+            owner.close()
+    assert out[0].shape == (2, steps, V) and out[1].shape == (2, 1, V)
+    np.testing.assert_array_equal(out[1][:, 0], out[0][:, -1])

@@ -57,6 +57,7 @@ class GGUFFile(Handle):
         self._path: str | None = None  # set by read(); tensor data is read from this file
         self._map: np.ndarray | None = None  # the file mapped read-only (_mapping), once a tensor is read
         self._unmappable = False
+        self._strings: dict[str, list[str]] = {}  # string arrays read (get_array)
         self._arrays: list[tuple[np.ndarray, Context]] = []  # (data, context) of each tensor added for writing
         ptr = _ptr if _ptr is not None else lib.gguf_init_empty()
         super().__init__(ptr, lib.gguf_free)
@@ -133,7 +134,9 @@ class GGUFFile(Handle):
         kind = lib.gguf_get_arr_type(self.ptr, kid)
         n = lib.gguf_get_arr_n(self.ptr, kid)
         if kind == lib.GGUF_TYPE_STRING:
-            return [c_str(lib.gguf_get_arr_str(self.ptr, kid, i)) for i in range(n)]
+            if key not in self._strings:  # read once: a vocabulary's 151,936 tokens take 0.2 s
+                self._strings[key] = [c_str(lib.gguf_get_arr_str(self.ptr, kid, i)) for i in range(n)]
+            return list(self._strings[key])
         dtype = _ARRAY_DTYPES.get(kind)
         if dtype is None:
             raise ValueError(f"GGUF key {key!r} is an array of {c_str(lib.gguf_type_name(kind))}, which is not read")

@@ -80,10 +80,11 @@ def kv_rows(n_past: int, steps: int, context: int) -> int:
 class DecodeGraph:
     """``network``'s logits for ``steps`` new ids of each of the cache's sequences over the parameters in
     ``store``, attending over the first ``n_kv`` rows of ``cache`` (``layers``: ``decoding_layers``);
-    computed on a scheduler of its own (``run``)."""
+    computed on a scheduler of its own (``run``). With ``last_only`` the logits of the last step only
+    (``SequenceState.last_steps``: a prompt's output layer runs on one step, not on all of them)."""
 
     def __init__(self, network: Network, layers: list[tuple[str, Layer]], store: ParamStore, cache: KVCache,
-                 steps: int, n_kv: int) -> None:
+                 steps: int, n_kv: int, last_only: bool = False) -> None:
         self.steps, self.n_kv, self.batch = steps, n_kv, cache.batch
         self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE)
         self.ctx_static = Context(3)
@@ -97,7 +98,7 @@ class DecodeGraph:
             for t in self._inputs:
                 lib.ggml_set_input(t)
             caches = {name: Tensor(t, g, cache.ctx, 3) for name, t in cache.tensors.items()}
-            state = SequenceState(positions=positions, kv_mask=mask, caches=caches)
+            state = SequenceState(positions=positions, kv_mask=mask, caches=caches, last_steps=1 if last_only else None)
             out = contiguous(network.forward(ids, dict(store.tensors), state))
             self.outputs = out.ptr
             lib.ggml_set_output(self.outputs)
@@ -109,8 +110,9 @@ class DecodeGraph:
             raise
 
     def run(self, scheduler: Scheduler, ids: np.ndarray, start: int) -> np.ndarray:
-        """The logits (batch, steps, vocab) of ``ids`` (batch, steps) at positions ``start`` onwards,
-        after the cache's first ``start`` rows; writes their keys and values into the cache."""
+        """The logits (batch, steps, vocab) of ``ids`` (batch, steps) at positions ``start`` onwards (with
+        ``last_only``: (batch, 1, vocab), the last step's), after the cache's first ``start`` rows; writes
+        their keys and values into the cache."""
         pos = np.arange(start, start + self.steps, dtype=np.int32)
         # a step attends to the cached rows up to its own position
         mask = np.where(np.arange(self.n_kv)[None, :] <= pos[:, None], 0.0, -np.inf).astype(np.float32)

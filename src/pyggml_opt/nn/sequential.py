@@ -7,6 +7,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from . import ops as F
 from .layers import Layer
 from .layers.activations import ReLU
 from .layers.base import SequenceState, combined, own_tensors, prefixed, run_layer
@@ -114,12 +115,19 @@ class SequentialNetwork(Network):
         the padding mask of the first layer carried as far as the layers keep the steps axis."""
         state = dataclasses.replace(state or SequenceState(), padding=self.layers[0].input_mask(x))
         params = {**params, **{alias: params[target] for alias, target in self.tied.items()}}
-        for i in application_order(self.layers):
+        order = application_order(self.layers)
+        # with ``last_steps``, the steps axis is cut to them before the layers that compute each step alone
+        # (a language model's final norm and output layer: the logits of a prompt's last step only)
+        stepwise = [self.layers[i].decoding == "steps" for i in order]
+        cut = next((p for p in range(len(order)) if all(stepwise[p:])), len(order))
+        for p, i in enumerate(order):
+            if p == cut and state.last_steps is not None:
+                x = F.last_steps(x, state.last_steps)
             name, layer = self.layer_names[i], self.layers[i]
             x = run_layer(layer, x, own_tensors(f"{name}.", params), state.within(f"{name}."), updates)
             if not layer.keeps_mask:
                 state = state.without_padding()
-        return x
+        return F.last_steps(x, state.last_steps) if cut == len(order) and state.last_steps is not None else x
 
     def quantizable(self) -> frozenset[str]:
         names = (f"{name}.{p}" for name, layer in zip(self.layer_names, self.layers) for p in layer.quantizable)

@@ -249,7 +249,7 @@ class _CachedDecoder:
         key = (ids.shape[1], kv_rows(start, ids.shape[1], self.context))
         graph = self.graphs.get(key)
         if graph is None:
-            graph = self.graphs[key] = DecodeGraph(self.model, self.layers, self.store, self.cache, *key)
+            graph = self.graphs[key] = DecodeGraph(self.model, self.layers, self.store, self.cache, *key, last_only=True)
         return graph.run(self.scheduler, ids, start)[:, -1, :]
 
     def close(self) -> None:

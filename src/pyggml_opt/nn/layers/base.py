@@ -22,12 +22,15 @@ class SequenceState:
     padding; None without one) and, in a decoding graph (``nn/decoding.py``), the new steps' int32
     ``positions`` (T,), the ``kv_mask`` over the cached rows and the key / value ``caches`` of the
     attention layers, named by the layer's path ("blk0.attn.k_cache"); ``within`` narrows them to a
-    sublayer's, so that an attention layer finds its own as "k_cache" / "v_cache"."""
+    sublayer's, so that an attention layer finds its own as "k_cache" / "v_cache". ``last_steps``: a
+    decoding graph that wants the outputs of its last steps only (a prompt's next token): a model may
+    drop the other steps where all that follows computes each step alone (``Layer.decoding`` "steps")."""
 
     padding: Tensor | None = None
     positions: Tensor | None = None
     kv_mask: Tensor | None = None
     caches: Mapping[str, Tensor] = field(default_factory=dict)
+    last_steps: int | None = None
 
     def within(self, prefix: str) -> "SequenceState":
         """The state a sublayer named ``prefix`` ("attn.") sees: its own caches."""

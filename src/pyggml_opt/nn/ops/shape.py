@@ -103,6 +103,19 @@ def rows(a: Tensor, start: int, stop: int, graph: Tensor | None = None) -> Tenso
     return Tensor(view, ctx, ctx, 2)
 
 
+def last_steps(a: Tensor, k: int) -> Tensor:
+    """a[:, -k:] of a (n, T, d) tensor: the last ``k`` steps of each sequence, as a contiguous copy (``a``
+    itself when it has ``k`` steps)."""
+    check_tensor("a", a)
+    if a.ndim != 3 or not 0 < k <= a.shape[1]:
+        raise ValueError(f"last_steps: cannot take the last {k} steps of a tensor of shape {a.shape}")
+    if k == a.shape[1]:
+        return a
+    p = a.ptr
+    view = lib.ggml_view_3d(graph_context(a).ptr, p, p.ne[0], k, p.ne[2], p.nb[1], p.nb[2], (a.shape[1] - k) * p.nb[1])
+    return cont(wrap(view, a))
+
+
 def flatten(a: Tensor) -> Tensor:
     """(n, d1, d2, ...) -> (n, d1*d2*...), in numpy (C) order."""
     n = a.shape[0]
