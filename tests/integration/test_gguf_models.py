@@ -8,8 +8,9 @@ identical to llama-cpp-python's.
 Tolerances, as the maximum absolute difference over the largest logit (measured on an AMD EPYC with
 AVX-512, 2 threads, ``pytest -s`` prints them): F32 1e-4 (measured 1e-6 against both judges); F16 1e-3
 (3-4e-4) and BF16 5e-3 (0 to 3e-3); Q8_0, the K-quants and the legacy types 5e-2 (4e-3 to 1.5e-2). Both
-sides run ggml's kernels, but of two ggml versions (pyggml_opt's vendored 0.25.3, llama-cpp-python's
-own) whose float32 operations round some values differently (1e-6 on the F32 files). The quantized
+sides run ggml 0.25.3's kernels from the same source, built two ways (pyggml_opt's with its patches,
+its own float32 GEMM among them, for named CPU features; llama-cpp-python's with -march=native and
+OpenMP), whose float32 results differ in some roundings (1e-6 on the F32 files). The quantized
 MUL_MATs round their float32 activations to 8-bit blocks (F16, BF16 for those types), so one float32
 rounding upstream that moves a value across a step moves it by a step, and these random-weight models
 carry that to the logits: ``benchmarks/gguf_rounding.py`` scales one norm weight by one ulp and measures
@@ -181,3 +182,15 @@ def test_a_file_saved_again_keeps_its_keys_and_tensors(made, tmp_path):
         logits.append(np.array(ll.scores[:len(ids)]))
         ll.close()
     np.testing.assert_array_equal(logits[0], logits[1])
+
+
+def test_a_loaded_models_tokenizer_tokenizes_as_llama_cpp(made):
+    """The tokenizer of the file a model came from (model.file_keys: Llama 3's and Qwen's vocabularies as
+    convert_hf_to_gguf.py writes them) gives llama.cpp's ids, beginning-of-text id as the file says."""
+    arch, _, file_of = made
+    path = file_of("Q8_0")
+    tok = pgo.text.GGUFTokenizer(pgo.load(path).file_keys)
+    ll = _llama_cpp(path)
+    text = "Hello world! Wie geht's? 你好, 1234567 🦙\n\n  def f(x):\treturn x ** 2"
+    assert tok.encode(text).tolist() == ll.tokenize(text.encode(), add_bos=True, special=False)
+    ll.close()

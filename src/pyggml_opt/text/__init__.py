@@ -5,7 +5,8 @@ vocabulary, GPT-2's scheme, from the user's texts with Hugging Face's ``tokenize
 ``pip install "pyggml_opt[text]"``). Both ``encode`` texts for a model starting with
 ``layers.Embedding`` and ``decode`` what ``generate`` returns. ``llama_vocab.py`` writes either as
 llama.cpp's ``tokenizer.ggml.*`` GGUF keys (``vocab_metadata``, ``save_vocab``: a file of the
-vocabulary alone) and reads them back (``read_vocab``, ``load_vocab``).
+vocabulary alone) and reads them back (``read_vocab``, ``load_vocab``). ``GGUFTokenizer``
+(``gguf_tokenizer.py``) is the tokenizer of any GGUF file, as llama.cpp tokenizes (byte-level BPE).
 
 This package sits below ``data`` (whose ``char_windows`` fits a ``CharTokenizer``) and ``saving`` (which
 writes a model's tokenizer into its file), and imports ``core`` (GGUF files), ``checks`` and ``atomic``
@@ -13,6 +14,7 @@ only. ``data`` re-exports the two tokenizers, ``saving`` the four GGUF functions
 """
 from .bpe import BPETokenizer
 from .char import CharTokenizer
+from .gguf_tokenizer import GGUFTokenizer
 from .llama_vocab import load_vocab, read_vocab, save_vocab, vocab_metadata
 
-__all__ = ["BPETokenizer", "CharTokenizer", "load_vocab", "read_vocab", "save_vocab", "vocab_metadata"]
+__all__ = ["BPETokenizer", "CharTokenizer", "GGUFTokenizer", "load_vocab", "read_vocab", "save_vocab", "vocab_metadata"]
