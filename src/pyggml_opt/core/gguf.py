@@ -55,7 +55,7 @@ class GGUFFile(Handle):
     def __init__(self, _ptr: CData | None = None, _ctx_ptr: CData | None = None) -> None:
         self._tensor_ctx = _ctx_ptr
         self._path: str | None = None  # set by read(); tensor data is read from this file
-        self._map: np.ndarray | None = None  # the file mapped read-only (_mapping), once a tensor is read
+        self._map: np.ndarray | None = None  # the file mapped copy-on-write (_mapping), once a tensor is read
         self._unmappable = False
         self._strings: dict[str, list[str]] = {}  # string arrays read (get_array)
         self._arrays: list[tuple[np.ndarray, Context]] = []  # (data, context) of each tensor added for writing

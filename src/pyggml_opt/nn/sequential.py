@@ -118,16 +118,17 @@ class SequentialNetwork(Network):
         order = application_order(self.layers)
         # with ``last_steps``, the steps axis is cut to them before the layers that compute each step alone
         # (a language model's final norm and output layer: the logits of a prompt's last step only)
-        stepwise = [self.layers[i].decoding == "steps" for i in order]
-        cut = next((p for p in range(len(order)) if all(stepwise[p:])), len(order))
+        keep = state.last_steps or 0
+        cut = -1 if not keep else next(
+            p for p in range(len(order) + 1) if all(self.layers[i].decoding == "steps" for i in order[p:]))
         for p, i in enumerate(order):
-            if p == cut and state.last_steps is not None:
-                x = F.last_steps(x, state.last_steps)
+            if p == cut:
+                x = F.last_steps(x, keep)
             name, layer = self.layer_names[i], self.layers[i]
             x = run_layer(layer, x, own_tensors(f"{name}.", params), state.within(f"{name}."), updates)
             if not layer.keeps_mask:
                 state = state.without_padding()
-        return F.last_steps(x, state.last_steps) if cut == len(order) and state.last_steps is not None else x
+        return F.last_steps(x, keep) if cut == len(order) else x
 
     def quantizable(self) -> frozenset[str]:
         names = (f"{name}.{p}" for name, layer in zip(self.layer_names, self.layers) for p in layer.quantizable)

@@ -127,8 +127,9 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
     tokenizer: written inside the file under llama.cpp's ``tokenizer.ggml.*`` keys (in either format);
        its vocabulary size must equal the model's (the rows of its token embedding).
     quantize: a ggml type of ``tensor_data.QUANTIZED_TYPES`` ("q8_0", "q4_0", "q4_K", "f16", ...; those ggml
-       quantizes only with an importance matrix are refused; llama.cpp's layout only): the weight matrices (every 2-D tensor whose rows are a multiple of the type's block: 32 values,
-       256 for the K-quants; the others stay float32) stored in that type by ggml's quantizer, for
+       quantizes only with an importance matrix are refused; llama.cpp's layout only): the weight
+       matrices (every 2-D tensor whose rows are a multiple of the type's block: 32 values, 256 for the
+       K-quants; the others stay float32) stored in that type by ggml's quantizer, for
        llama.cpp to run; ``load`` reads them back as parameters kept in that type (frozen: predict and
        generate, not fit).
        Parameters the model already keeps quantized are written as they are, in either layout.
