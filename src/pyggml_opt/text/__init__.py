@@ -6,7 +6,8 @@ vocabulary, GPT-2's scheme, from the user's texts with Hugging Face's ``tokenize
 ``layers.Embedding`` and ``decode`` what ``generate`` returns. ``llama_vocab.py`` writes either as
 llama.cpp's ``tokenizer.ggml.*`` GGUF keys (``vocab_metadata``, ``save_vocab``: a file of the
 vocabulary alone) and reads them back (``read_vocab``, ``load_vocab``). ``GGUFTokenizer``
-(``gguf_tokenizer.py``) is the tokenizer of any GGUF file, as llama.cpp tokenizes (byte-level BPE).
+(``gguf_tokenizer.py``, with llama.cpp's pre-tokenizers in ``llama_pretokenizers.py``) is the
+tokenizer of any GGUF file, as llama.cpp tokenizes (SentencePiece, byte-level BPE, Gemma 4's BPE).
 
 This package sits below ``data`` (whose ``char_windows`` fits a ``CharTokenizer``) and ``saving`` (which
 writes a model's tokenizer into its file), and imports ``core`` (GGUF files), ``checks`` and ``atomic``

@@ -5,22 +5,31 @@ the file a model was loaded from. What llama.cpp does (``src/llama-vocab.cpp``),
 
 - Byte-level BPE (tokenizer model ``gpt2``) runs in Hugging Face ``tokenizers``, which represents it
   exactly: its BPE model over the file's tokens and merges (by rank), the pre-tokenizer's regular
-  expression from llama.cpp's table (``PRE_TOKENIZERS``) as a ``Split`` that isolates each match, then
-  its ``ByteLevel`` mapping of bytes to GPT-2's alphabet without a regular expression of its own, no
-  normaliser. Some pre-tokenizers look a whole word up before merging (``ignore_merges``: Llama 3's).
+  expressions from llama.cpp's table (``llama_pretokenizers.py``) as ``Split``s that isolate each match,
+  then its ``ByteLevel`` mapping of bytes to GPT-2's alphabet without a regular expression of its own,
+  no normaliser. Some pre-tokenizers look a whole word up before merging (``ignore_merges``).
+- SentencePiece vocabularies (model ``llama``: Llama 2, Mistral, Phi-3, Gemma) have scores, not
+  merges: llama.cpp merges, over the whole text with its spaces written "▁" (and one put before it,
+  ``add_space_prefix``), the adjacent pair whose joined text is the token of highest score, then
+  spells a character no token holds as byte tokens ``<0xXX>``. That is a BPE whose merges are every
+  pair of tokens that joins into a token, ranked by the joined token's score: ``tokenizers``' BPE
+  runs it, with byte fallback. The tie llama.cpp breaks by position (two candidate pairs joining into
+  tokens of equal score) is broken here by rank; the golden cases and 1 MB of text give equal ids.
+- Gemma 4's BPE (model ``gemma4``): merges over raw UTF-8 with spaces written "▁", the text cut into
+  lines and runs of newlines (a run that is a token taken whole), byte fallback.
 - Special tokens are split out of the text first, the longest first, as llama.cpp's partition does:
-  user-defined ones always, control and unknown ones when ``parse_special`` (``llama_tokenize``'s).
-  ``add_special`` adds the beginning / end of text ids where the file (or the pre-tokenizer's
-  default) says so.
-- ``decode`` writes each token's bytes (a control token's text only with ``special``), and for the
-  pre-tokenizers that ask for it (``clean_spaces``) drops the spaces before ``?!.,`` and around
-  apostrophes as llama.cpp's detokenizer does; invalid UTF-8 (a character cut between tokens) decodes
-  to U+FFFD.
+  user-defined ones always, control and unknown ones when ``parse_special`` (``llama_tokenize``'s);
+  Phi-3's strip the spaces after them. ``add_special`` adds the beginning / end of text ids where the
+  file (or the model's default) says so.
+- ``decode`` writes each token's bytes (a control token's text only with ``special``), drops the space
+  a SentencePiece tokenizer put before the text, and for the pre-tokenizers that ask for it
+  (``clean_spaces``) drops the spaces before ``?!.,`` and around apostrophes as llama.cpp's detokenizer
+  does; invalid UTF-8 (a character cut between tokens) decodes to U+FFFD.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
 from typing import Any, Mapping
 
 import numpy as np
@@ -28,37 +37,14 @@ from numpy.typing import ArrayLike
 
 from ..core import GGUFFile
 from .bpe import _tokenizers
+from .llama_pretokenizers import PRE_TOKENIZERS, PreTokenizer
 
 K = "tokenizer.ggml."
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4  # llama.h: enum llama_token_type
-
-# llama.cpp's pre-tokenizing regular expressions (llama-vocab.cpp, llama_vocab::impl::init_tokenizer)
-_LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
-           r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_QWEN2 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
-          r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
-
-
-@dataclass(frozen=True)
-class PreTokenizer:
-    """How llama.cpp splits and joins text for one ``tokenizer.ggml.pre`` value."""
-
-    regex: str
-    ignore_merges: bool = False  # a word that is a token is taken whole (llama.cpp's Llama 3 pre-tokenizer)
-    add_bos: bool = False        # the default of tokenizer.ggml.add_bos_token
-    clean_spaces: bool = True    # decode drops spaces before punctuation and around apostrophes
-
-
-# tokenizer.ggml.pre -> what llama.cpp does for it (BPE vocabularies)
-PRE_TOKENIZERS: dict[str, PreTokenizer] = {
-    **dict.fromkeys(("llama3", "llama-v3", "llama-bpe"), PreTokenizer(_LLAMA3, ignore_merges=True, add_bos=True)),
-    **dict.fromkeys(("smaug-bpe", "dbrx"), PreTokenizer(_LLAMA3)),  # Llama 3's expression without its defaults
-    "qwen2": PreTokenizer(_QWEN2, clean_spaces=False),
-    **dict.fromkeys(("gpt-2", "phi-2", "mpt"), PreTokenizer(_GPT2)),
-    **dict.fromkeys(("trillion", "olmo"), PreTokenizer(_GPT2, clean_spaces=False)),
-}
-MODELS = ("gpt2",)  # the tokenizer.ggml.model values read
+# llama.h: enum llama_token_type
+UNDEFINED, NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = range(7)
+MODELS = ("gpt2", "llama", "gemma4")  # the tokenizer.ggml.model values read
+SPACE = "\u2581"  # "▁": a space in SentencePiece-style tokens
+_NEWLINES = re.compile("(\n+)")
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -77,43 +63,105 @@ def _byte_decoder() -> dict[str, int]:
 BYTES = _byte_decoder()
 
 
+def _byte_level_bytes(text: str) -> bytes:
+    """A byte-level BPE token's bytes (llama_decode_text: a character outside GPT-2's alphabet as
+    llama.cpp writes it)."""
+    out = bytearray()
+    for c in text:
+        if c in BYTES:
+            out.append(BYTES[c])
+        else:
+            out += b"[UNK_BYTE_0x" + c.encode().hex().encode() + text.encode() + b"]"
+    return bytes(out)
+
+
+def _score_merges(tokens: list[str], scores: np.ndarray) -> list[tuple[str, str]]:
+    """Every pair of tokens whose joined text is a token, the pairs joining into higher-scored tokens
+    first (ties by token id, then by where the token is cut)."""
+    ids = {t: i for i, t in enumerate(tokens)}
+    found = []
+    for i, t in enumerate(tokens):
+        for k in range(1, len(t)):
+            if t[:k] in ids and t[k:] in ids:
+                found.append((-float(scores[i]), i, k))
+    found.sort()
+    return [(tokens[i][:k], tokens[i][k:]) for _, i, k in found]
+
+
 class GGUFTokenizer:
     """Texts <-> the token ids of a GGUF file's vocabulary, as llama.cpp computes them (see the module).
 
-    ``keys``: the file's ``tokenizer.*`` keys (others are ignored), as ``GGUFFile.get_typed`` reads them
-    or a model's ``file_keys`` holds them. ValueError for a tokenizer model or pre-tokenizer llama.cpp
-    has and this class does not (naming the supported ones) or inconsistent keys."""
+    ``keys``: the file's ``tokenizer.*`` keys (others are ignored but ``general.name``, which picks
+    Phi-3's special-token handling as llama.cpp's does), as ``GGUFFile.get_typed`` reads them or a
+    model's ``file_keys`` holds them. ValueError for a tokenizer model or pre-tokenizer llama.cpp has and
+    this class does not (naming the supported ones) or inconsistent keys."""
 
     def __init__(self, keys: Mapping[str, Any]) -> None:
-        model, pre = keys.get(f"{K}model"), keys.get(f"{K}pre", "default")
+        model = keys.get(f"{K}model")
         if model not in MODELS:
             raise ValueError(f"{K}model is {model!r}; GGUFTokenizer reads {list(MODELS)}")
-        if pre not in PRE_TOKENIZERS:
+        self.model = str(model)
+        pre = keys.get(f"{K}pre", "default")
+        if model == "gpt2" and pre not in PRE_TOKENIZERS:
             raise ValueError(f"{K}pre is {pre!r}; GGUFTokenizer reads {sorted(PRE_TOKENIZERS)}")
         tokens = keys.get(f"{K}tokens")
-        merges = keys.get(f"{K}merges")
-        if not isinstance(tokens, list) or not tokens or not isinstance(merges, list):
-            raise ValueError(f"a {model} vocabulary needs the string arrays {K}tokens and {K}merges")
-        types = np.asarray(keys.get(f"{K}token_type", np.full(len(tokens), NORMAL)))
-        if types.shape != (len(tokens),):
-            raise ValueError(f"{K}token_type has {types.size} entries for {len(tokens)} tokens")
-        self.tokens, self.types, self.pre = tokens, types.astype(np.int32), PRE_TOKENIZERS[pre]
+        if not isinstance(tokens, list) or not tokens:
+            raise ValueError(f"a {model} vocabulary needs the string array {K}tokens")
+        # llama.cpp names an empty token so (it would match everywhere)
+        self.tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
+        self.types = self._array(keys, "token_type", NORMAL).astype(np.int32)
+        self._ids = {t: i for i, t in enumerate(self.tokens)}  # a repeated text: its last id, as llama.cpp's map
         self.bos_id, self.eos_id = (self._id(keys, f"{K}{w}_token_id") for w in ("bos", "eos"))
-        self.add_bos = bool(keys.get(f"{K}add_bos_token", self.pre.add_bos)) and self.bos_id is not None
+        # what llama.cpp's load gives each model
+        self.pre: PreTokenizer | None = PRE_TOKENIZERS[pre] if model == "gpt2" else None
+        add_bos = self.pre.add_bos if self.pre is not None else True
+        self.add_bos = (model == "gemma4" or bool(keys.get(f"{K}add_bos_token", add_bos))) and self.bos_id is not None
         self.add_eos = bool(keys.get(f"{K}add_eos_token", False)) and self.eos_id is not None
-        ids = {t: i for i, t in enumerate(tokens)}
-        pairs = [tuple(m.split(" ", 1)) for m in merges]
-        unknown = next((m for m, p in zip(merges, pairs) if len(p) != 2 or p[0] not in ids or p[1] not in ids), None)
-        if unknown is not None:
-            raise ValueError(f"{K}merges names tokens the vocabulary lacks: {unknown!r}")
-        tk = _tokenizers()
-        self._bpe = tk.Tokenizer(tk.models.BPE(ids, pairs, ignore_merges=self.pre.ignore_merges))
-        self._bpe.pre_tokenizer = tk.pre_tokenizers.Sequence([
-            tk.pre_tokenizers.Split(tk.Regex(self.pre.regex), behavior="isolated"),
-            tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        self.add_space_prefix = bool(keys.get(f"{K}add_space_prefix", model == "llama"))
+        self.escape_spaces = model != "gpt2"
+        self.clean_spaces = self.pre.clean_spaces if self.pre is not None else model == "gemma4"
+        self._bpe = self._bpe_model(keys)
         # the partition's order: longest text first (ties by id)
         special = [i for i, t in enumerate(self.types) if t in (CONTROL, USER_DEFINED, UNKNOWN)]
-        self._special = sorted(special, key=lambda i: -len(tokens[i].encode()))
+        self._special = sorted(special, key=lambda i: -len(self.tokens[i].encode()))
+        self._rstrip = self._phi3_rstrip(str(keys.get("general.name", "")).lower())
+
+    def _array(self, keys: Mapping[str, Any], name: str, default: float) -> np.ndarray:
+        values = np.asarray(keys.get(f"{K}{name}", np.full(len(self.tokens), default)))
+        if values.shape != (len(self.tokens),):
+            raise ValueError(f"{K}{name} has {values.size} entries for {len(self.tokens)} tokens")
+        return values
+
+    def _bpe_model(self, keys: Mapping[str, Any]) -> Any:
+        """The ``tokenizers`` BPE that merges as llama.cpp does for this model."""
+        tk, ids = _tokenizers(), self._ids
+        if self.model == "llama":
+            scores = self._array(keys, "scores", 0.0)
+            return tk.Tokenizer(tk.models.BPE(ids, _score_merges(self.tokens, scores), byte_fallback=True))
+        merges = keys.get(f"{K}merges")
+        if not isinstance(merges, list):
+            raise ValueError(f"a {self.model} vocabulary needs the string array {K}merges")
+        # llama.cpp cuts a merge at its first space after the first character (a merge of "▁" tokens)
+        pairs = [(m[:cut], m[cut + 1:]) for m in merges for cut in [m.find(" ", 1)]]
+        unknown = next((m for m, (a, b) in zip(merges, pairs) if a not in ids or b not in ids), None)
+        if unknown is not None:
+            raise ValueError(f"{K}merges names tokens the vocabulary lacks: {unknown!r}")
+        if self.pre is None:  # gemma4: raw UTF-8, its lines cut by encode
+            return tk.Tokenizer(tk.models.BPE(ids, pairs, byte_fallback=True))
+        bpe = tk.Tokenizer(tk.models.BPE(ids, pairs, ignore_merges=self.pre.ignore_merges))
+        bpe.pre_tokenizer = tk.pre_tokenizers.Sequence([
+            *(tk.pre_tokenizers.Split(tk.Regex(r), behavior="isolated") for r in self.pre.regexes),
+            tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        return bpe
+
+    def _phi3_rstrip(self, name: str) -> frozenset[int]:
+        """The special tokens after which llama.cpp's partition drops the spaces: for a model named
+        Phi-3, all but ``<unk>``, ``<s>``, ``<|endoftext|>`` (and ``</s>`` is one)."""
+        if "phi-3" not in name and "phi3" not in name:
+            return frozenset()
+        ids = self._ids
+        strip = set(self._special) | {ids[t] for t in ("</s>",) if t in ids}
+        return frozenset(strip - {ids[t] for t in ("<unk>", "<s>", "<|endoftext|>") if t in ids})
 
     def _id(self, keys: Mapping[str, Any], key: str) -> int | None:
         value = keys.get(key)
@@ -127,7 +175,7 @@ class GGUFTokenizer:
     def from_file(cls, path: str | os.PathLike[str]) -> "GGUFTokenizer":
         """The tokenizer of a GGUF file (a model or a vocabulary-only file)."""
         with GGUFFile.read(path) as f:
-            return cls({k: f.get_typed(k) for k in f.keys() if k.startswith("tokenizer.")})
+            return cls({k: f.get_typed(k) for k in f.keys() if k.startswith("tokenizer.") or k == "general.name"})
 
     @property
     def vocab_size(self) -> int:
@@ -139,15 +187,38 @@ class GGUFTokenizer:
         the text taken as such only with ``parse_special`` (user-defined ones always)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
+        try:
+            text.encode()
+        except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 for llama.cpp or tokenizers
+            raise ValueError(f"text is not valid Unicode: {exc}") from None
         ids: list[int] = [self.bos_id] if add_special and self.add_bos and self.bos_id is not None else []
+        after_special = True  # a SentencePiece text gets its space prefix at the start and after a special token
         for piece in self._partition(text, parse_special):
             if isinstance(piece, int):
                 ids.append(piece)
+                after_special = True
             elif piece:
-                ids.extend(self._bpe.encode(piece, add_special_tokens=False).ids)
+                ids.extend(self._encode_text(piece, after_special))
+                after_special = False
         if add_special and self.add_eos and self.eos_id is not None:
             ids.append(self.eos_id)
         return np.array(ids, np.int32)
+
+    def _encode_text(self, text: str, after_special: bool) -> list[int]:
+        if self.model == "gpt2":
+            return self._bpe.encode(text, add_special_tokens=False).ids
+        if self.add_space_prefix and after_special and self.model == "llama":
+            text = " " + text
+        text = text.replace(" ", SPACE)
+        if self.model == "llama":
+            return self._bpe.encode(text, add_special_tokens=False).ids
+        ids: list[int] = []
+        for part in _NEWLINES.split(text):  # gemma4: lines and runs of newlines
+            if part.startswith("\n") and part in self._ids:
+                ids.append(self._ids[part])
+            elif part:
+                ids.extend(self._bpe.encode(part, add_special_tokens=False).ids)
+        return ids
 
     def _partition(self, text: str, parse_special: bool) -> list[str | int]:
         """``text`` cut around the special tokens it holds (their ids), each token in turn, longest first."""
@@ -156,7 +227,7 @@ class GGUFTokenizer:
             if not parse_special and self.types[i] != USER_DEFINED:
                 continue
             word = self.tokens[i]
-            if not word or not any(isinstance(p, str) and word in p for p in pieces):
+            if not any(isinstance(p, str) and word in p for p in pieces):
                 continue
             cut: list[str | int] = []
             for p in pieces:
@@ -166,6 +237,8 @@ class GGUFTokenizer:
                 for j, part in enumerate(p.split(word)):
                     if j:
                         cut.append(i)
+                        if i in self._rstrip:
+                            part = part.lstrip(" \t\n\v\f\r")
                     cut.append(part)
             pieces = cut
         return pieces
@@ -178,16 +251,26 @@ class GGUFTokenizer:
         if arr.size and (arr.min() < 0 or arr.max() >= len(self.tokens)):
             raise ValueError(f"ids must be in [0, {len(self.tokens)}), got {int(arr.min())}..{int(arr.max())}")
         out = bytearray()
-        for i in arr.tolist():
-            kind, text = self.types[i], self.tokens[i]
-            if kind == NORMAL:
-                out += bytes(BYTES[c] for c in text) if all(c in BYTES for c in text) else text.encode()
-            elif kind == USER_DEFINED or (kind in (CONTROL, UNKNOWN) and special):
-                out += text.encode()
+        for n, i in enumerate(arr.tolist()):
+            piece = self._piece(i, special)
+            if n == 0 and self.add_space_prefix and piece.startswith(b" "):
+                piece = piece[1:]  # the space the tokenizer put before the text
+            out += piece
         data = bytes(out)
-        if self.pre.clean_spaces:
+        if self.clean_spaces:
             data = _clean_spaces(data)
         return data.decode("utf-8", errors="replace")
+
+    def _piece(self, i: int, special: bool) -> bytes:
+        """Token ``i``'s bytes (llama.cpp's token_to_piece)."""
+        kind, text = self.types[i], self.tokens[i]
+        if kind == NORMAL:
+            return text.replace(SPACE, " ").encode() if self.escape_spaces else _byte_level_bytes(text)
+        if kind == BYTE:
+            return bytes([int(text[3:5], 16)])
+        if kind == USER_DEFINED or (kind in (CONTROL, UNKNOWN) and special):
+            return text.encode()
+        return b""
 
 
 def _clean_spaces(text: bytes) -> bytes:
