@@ -63,6 +63,25 @@ def test_generate_refuses_a_tokenizer_of_another_vocabulary(lm):
         lm.generate("abc", 3, tokenizer="abc")  # was LookupError: unknown encoding: abc
 
 
+def test_a_file_whose_tokenizer_and_embedding_disagree_is_refused(lm, tmp_path):
+    """A llama.cpp file whose tokenizer has fewer tokens than its token embedding has rows (an id past
+    the tokenizer's, or past the table the other way round) is a ValueError naming both sizes."""
+    good = tmp_path / "good.gguf"
+    lm.save(good, tokenizer=TOK)
+    with GGUFFile.read(good) as f:
+        keys = {k: f.get_typed(k) for k in f.keys()}
+        tensors = {n: f.weight(n) for n in f.tensor_names()}
+    bad = tmp_path / "bad.gguf"
+    with GGUFFile() as g:
+        for k, v in keys.items():
+            g.set(k, keys["tokenizer.ggml.tokens"][:-2] if k == "tokenizer.ggml.tokens" else v)
+        for n, w in tensors.items():
+            g.add_tensor(n, w)
+        g.write(bad)
+    with pytest.raises(ValueError, match=rf"its tokenizer has {V - 2} tokens, its token embedding {V} rows"):
+        pgo.load(bad)
+
+
 def test_generate_checks_stop_seed_and_batches(lm):
     greedy = lm.generate(P, 4, temperature=0)
     np.testing.assert_array_equal(lm.generate(P, 4, temperature=0, stop=None), greedy)  # None: no stop

@@ -9,11 +9,14 @@ llama.cpp reads as SentencePiece (``llama``), byte-level BPE (``gpt2``) or Gemma
 from __future__ import annotations
 
 import ctypes
+import inspect
+import json
 
 import numpy as np
 import pytest
 
 import pyggml_opt as pgo
+from pyggml_opt.data.text import load_fortunes
 from support import import_or_skip
 from support.hf_models import llama_cpp_source
 
@@ -36,6 +39,32 @@ def golden_cases(name: str) -> list[tuple[str, list[int]]]:
            (models / f"ggml-vocab-{name}.gguf.out").read_text(encoding="utf-8").split("\n")[:len(texts)]]
     assert len(texts) == len(ids) > 10
     return list(zip(texts, ids))
+
+
+def megabyte() -> str:
+    """1 MB of real and mixed text: Debian's fortunes (English prose, verse, dialogue), source code
+    (this package's Python, with its indentation runs), and a seeded stream of words from many
+    scripts (CJK, Cyrillic, Arabic, Devanagari, Thai, Hangul, emoji with skin tones and joiners,
+    combining accents, digits, punctuation runs, tabs and newlines)."""
+    texts, _, _ = load_fortunes()
+    prose = "\n%\n".join(texts)[:600_000]
+    code = "".join(inspect.getsource(m) for m in (pgo.text.gguf_tokenizer, pgo.nn.network, pgo.core.gguf, json.decoder))
+    rng = np.random.default_rng(0)
+    scripts = ["的一是不了人我在有他这中大来上国个到说们", "привет мир съешь же ещё этих", "مرحبا بالعالم كيف حالك",
+                 "नमस्ते दुनिया आप कैसे हैं", "สวัสดีชาวโลก", "안녕하세요 세계", "😀👍🏽👩‍💻🇫🇷❤️‍🔥", "éèàüñç̃ŝ",
+                 "0123456789", "!?.,;:()[]{}<>'\"-_/\\@#$%^&*+=~`|", "\t\n\r   ", "Hello World THE the ll 've 's"]
+    words = []
+    for script, length, gap in zip(rng.integers(len(scripts), size=40_000), rng.integers(1, 9, size=40_000),
+                                   rng.choice([" ", "", "\n", "  "], size=40_000)):
+        chars = scripts[script]
+        words.append("".join(chars[j] for j in rng.integers(len(chars), size=length)) + gap)
+    text = prose + code[:150_000] + "".join(words)
+    return text.encode()[:1_000_000].decode(errors="ignore")
+
+
+@pytest.fixture(scope="module")
+def mixed_text() -> str:
+    return megabyte()
 
 
 def detokenize(llm, ids, special: bool = False) -> str:
@@ -76,6 +105,51 @@ def test_special_tokens_and_added_ids_as_llama_cpp(vocab):
     ids = tok.encode(text, parse_special=True)
     for special in (False, True):
         assert tok.decode(ids, special=special) == detokenize(llm, ids, special), special
+
+
+def test_special_tokens_as_llama_cpp_settles_them(vocab):
+    """Every token's attribute bits (control tokens found by their text included), the special ids and
+    the end-of-generation set equal llama.cpp's (llama_vocab_get_attr / _is_eog / _bos ...)."""
+    name, tok, llm = vocab
+    v = llm._model.vocab
+    attrs = np.array([llama_cpp.llama_vocab_get_attr(v, i) for i in range(tok.vocab_size)])
+    np.testing.assert_array_equal(tok.attrs, attrs)
+    assert tok.eog_ids == {i for i in range(tok.vocab_size) if llama_cpp.llama_vocab_is_eog(v, i)}
+    for kind in ("bos", "eos", "eot", "sep", "pad", "fim_pre", "fim_suf", "fim_mid", "fim_pad", "fim_rep", "fim_sep"):
+        theirs = getattr(llama_cpp, f"llama_vocab_{kind}")(v)
+        assert tok.special_ids[kind] == (None if theirs < 0 else theirs), kind
+    assert (tok.add_bos, tok.add_eos) == (llama_cpp.llama_vocab_get_add_bos(v), llama_cpp.llama_vocab_get_add_eos(v))
+
+
+def test_a_megabyte_of_mixed_text_gives_llama_cpps_ids(vocab, mixed_text):
+    name, tok, llm = vocab
+    ours = tok.encode(mixed_text, add_special=True)
+    assert ours.tolist() == llm.tokenize(mixed_text.encode(), add_bos=True, special=False)
+    assert tok.decode(ours) == detokenize(llm, ours)
+
+
+@pytest.mark.parametrize("pre, vocab_name", [("smollm", "gpt-2"), ("gpt-4o", "llama-bpe"), ("tekken", "llama-bpe"),
+                                             ("default", "gpt-neox"), ("olmo", "gpt-2"), ("llama4", "qwen2")])
+def test_pre_tokenizers_without_a_vocabulary_of_their_own(pre, vocab_name, mixed_text, tmp_path):
+    """smollm, gpt-4o and tekken on a real BPE vocabulary whose tokenizer.ggml.pre is set to them (the
+    sdist has no vocabulary of theirs); gpt-neox's file has no pre key (llama.cpp's "default")."""
+    keys = vocab_keys(vocab_name)
+    if pre != "default":
+        keys["tokenizer.ggml.pre"] = pre
+    path = tmp_path / f"{pre}.gguf"
+    with pgo.core.GGUFFile() as f:
+        f.set("general.architecture", "llama")
+        for k, v in keys.items():
+            f.set(k, v)
+        f.write(path)
+    tok = pgo.text.GGUFTokenizer.from_file(path)
+    llm = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+    try:
+        ids = tok.encode(mixed_text)
+        assert ids.tolist() == llm.tokenize(mixed_text.encode(), add_bos=True, special=False)
+        assert tok.decode(ids) == detokenize(llm, ids)
+    finally:
+        llm.close()
 
 
 def vocab_keys(name: str) -> dict:

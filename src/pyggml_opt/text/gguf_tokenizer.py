@@ -38,10 +38,10 @@ from numpy.typing import ArrayLike
 from ..core import GGUFFile
 from .bpe import _tokenizers
 from .llama_pretokenizers import PRE_TOKENIZERS, PreTokenizer
+from .llama_special import BYTE, CONTROL, NORMAL, RSTRIP, UNKNOWN, USER_DEFINED, phi3_rstrip, special_tokens
 
 K = "tokenizer.ggml."
-# llama.h: enum llama_token_type
-UNDEFINED, NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = range(7)
+NORMAL_TYPE = 1  # llama.h: LLAMA_TOKEN_TYPE_NORMAL, a token_type array's default
 MODELS = ("gpt2", "llama", "gemma4")  # the tokenizer.ggml.model values read
 SPACE = "\u2581"  # "▁": a space in SentencePiece-style tokens
 _NEWLINES = re.compile("(\n+)")
@@ -61,6 +61,18 @@ def _byte_decoder() -> dict[str, int]:
 
 
 BYTES = _byte_decoder()
+BYTE_CHARS = {b: c for c, b in BYTES.items()}
+SPM_CHUNK = 1 << 20  # characters of a SentencePiece text merged at a time (where it can be cut)
+SPM_MAX = 1 << 24    # characters merged at once at most (~2.4 GB)
+WORD_CACHE = 1 << 20  # words whose ids are kept (then forgotten at once): a repeated word is looked up
+
+
+def _regex() -> Any:
+    try:
+        import regex
+    except ImportError as exc:
+        raise ImportError('GGUFTokenizer needs the regex module: pip install "pyggml_opt[text]"') from exc
+    return regex
 
 
 def _byte_level_bytes(text: str) -> bytes:
@@ -73,6 +85,22 @@ def _byte_level_bytes(text: str) -> bytes:
         else:
             out += b"[UNK_BYTE_0x" + c.encode().hex().encode() + text.encode() + b"]"
     return bytes(out)
+
+
+def _strings(keys: Mapping[str, Any], name: str) -> list[str] | None:
+    """Key ``tokenizer.ggml.<name>``: a list of str, or None where absent (TypeError for another value)."""
+    value = keys.get(f"{K}{name}")
+    if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+        raise TypeError(f"{K}{name} must be a string array, got {type(value).__name__}")
+    return value
+
+
+def _flag(keys: Mapping[str, Any], name: str, default: bool) -> bool:
+    """Key ``tokenizer.ggml.<name>``: a bool, ``default`` where absent (TypeError for another value)."""
+    value = keys.get(f"{K}{name}", default)
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{K}{name} must be a bool, got {value!r}")
+    return bool(value)
 
 
 def _score_merges(tokens: list[str], scores: np.ndarray) -> list[tuple[str, str]]:
@@ -98,36 +126,48 @@ class GGUFTokenizer:
 
     def __init__(self, keys: Mapping[str, Any]) -> None:
         model = keys.get(f"{K}model")
-        if model not in MODELS:
+        if not isinstance(model, str) or model not in MODELS:
             raise ValueError(f"{K}model is {model!r}; GGUFTokenizer reads {list(MODELS)}")
-        self.model = str(model)
+        self.model = model
         pre = keys.get(f"{K}pre", "default")
-        if model == "gpt2" and pre not in PRE_TOKENIZERS:
+        if model == "gpt2" and (not isinstance(pre, str) or pre not in PRE_TOKENIZERS):
             raise ValueError(f"{K}pre is {pre!r}; GGUFTokenizer reads {sorted(PRE_TOKENIZERS)}")
-        tokens = keys.get(f"{K}tokens")
-        if not isinstance(tokens, list) or not tokens:
+        tokens = _strings(keys, "tokens")
+        if not tokens:
             raise ValueError(f"a {model} vocabulary needs the string array {K}tokens")
         # llama.cpp names an empty token so (it would match everywhere)
         self.tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
-        self.types = self._array(keys, "token_type", NORMAL).astype(np.int32)
+        self.types = self._array(keys, "token_type", NORMAL_TYPE).astype(np.int32)
         self._ids = {t: i for i, t in enumerate(self.tokens)}  # a repeated text: its last id, as llama.cpp's map
-        self.bos_id, self.eos_id = (self._id(keys, f"{K}{w}_token_id") for w in ("bos", "eos"))
+        special = special_tokens(self.model, self.tokens, self.types, keys, self._ids)
+        self.attrs, self.special_ids, self.eog_ids = special.attrs, special.ids, special.eog
+        phi3_rstrip(self.attrs, self._ids, str(keys.get("general.name", "")).lower())
+        self.bos_id, self.eos_id = special.ids["bos"], special.ids["eos"]
         # what llama.cpp's load gives each model
         self.pre: PreTokenizer | None = PRE_TOKENIZERS[pre] if model == "gpt2" else None
         add_bos = self.pre.add_bos if self.pre is not None else True
-        self.add_bos = (model == "gemma4" or bool(keys.get(f"{K}add_bos_token", add_bos))) and self.bos_id is not None
-        self.add_eos = bool(keys.get(f"{K}add_eos_token", False)) and self.eos_id is not None
-        self.add_space_prefix = bool(keys.get(f"{K}add_space_prefix", model == "llama"))
+        self.add_bos = (model == "gemma4" or _flag(keys, "add_bos_token", add_bos)) and self.bos_id is not None
+        self.add_eos = _flag(keys, "add_eos_token", False) and self.eos_id is not None
+        self.add_space_prefix = _flag(keys, "add_space_prefix", model == "llama")
         self.escape_spaces = model != "gpt2"
         self.clean_spaces = self.pre.clean_spaces if self.pre is not None else model == "gemma4"
         self._bpe = self._bpe_model(keys)
+        # byte-level BPE: llama.cpp's expressions run in the regex module (the captured split keeps the
+        # text between matches); 5x faster than tokenizers' Split
+        self._regexes = [_regex().compile(f"({r})") for r in (self.pre.regexes if self.pre is not None else ())]
+        self._word_cache: dict[str, list[int]] = {}
+        # SentencePiece: the characters (of those that end lines and sentences) no merge joins
+        joined = {c for t in self.tokens if len(t) > 1 for c in t} if self.model == "llama" else set()
+        self._solo = [c for c in "\n\r\t.,;!?" if self.model == "llama" and c not in joined]
         # the partition's order: longest text first (ties by id)
-        special = [i for i, t in enumerate(self.types) if t in (CONTROL, USER_DEFINED, UNKNOWN)]
-        self._special = sorted(special, key=lambda i: -len(self.tokens[i].encode()))
-        self._rstrip = self._phi3_rstrip(str(keys.get("general.name", "")).lower())
+        cut = np.flatnonzero(self.attrs & (CONTROL | USER_DEFINED | UNKNOWN)).tolist()
+        self._special = sorted(cut, key=lambda i: -len(self.tokens[i].encode()))
 
     def _array(self, keys: Mapping[str, Any], name: str, default: float) -> np.ndarray:
-        values = np.asarray(keys.get(f"{K}{name}", np.full(len(self.tokens), default)))
+        try:
+            values = np.asarray(keys.get(f"{K}{name}", np.full(len(self.tokens), default)), dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"{K}{name} must be an array of numbers") from None
         if values.shape != (len(self.tokens),):
             raise ValueError(f"{K}{name} has {values.size} entries for {len(self.tokens)} tokens")
         return values
@@ -138,38 +178,17 @@ class GGUFTokenizer:
         if self.model == "llama":
             scores = self._array(keys, "scores", 0.0)
             return tk.Tokenizer(tk.models.BPE(ids, _score_merges(self.tokens, scores), byte_fallback=True))
-        merges = keys.get(f"{K}merges")
-        if not isinstance(merges, list):
+        merges = _strings(keys, "merges")
+        if merges is None:
             raise ValueError(f"a {self.model} vocabulary needs the string array {K}merges")
         # llama.cpp cuts a merge at its first space after the first character (a merge of "▁" tokens)
         pairs = [(m[:cut], m[cut + 1:]) for m in merges for cut in [m.find(" ", 1)]]
         unknown = next((m for m, (a, b) in zip(merges, pairs) if a not in ids or b not in ids), None)
         if unknown is not None:
             raise ValueError(f"{K}merges names tokens the vocabulary lacks: {unknown!r}")
-        if self.pre is None:  # gemma4: raw UTF-8, its lines cut by encode
-            return tk.Tokenizer(tk.models.BPE(ids, pairs, byte_fallback=True))
-        bpe = tk.Tokenizer(tk.models.BPE(ids, pairs, ignore_merges=self.pre.ignore_merges))
-        bpe.pre_tokenizer = tk.pre_tokenizers.Sequence([
-            *(tk.pre_tokenizers.Split(tk.Regex(r), behavior="isolated") for r in self.pre.regexes),
-            tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-        return bpe
-
-    def _phi3_rstrip(self, name: str) -> frozenset[int]:
-        """The special tokens after which llama.cpp's partition drops the spaces: for a model named
-        Phi-3, all but ``<unk>``, ``<s>``, ``<|endoftext|>`` (and ``</s>`` is one)."""
-        if "phi-3" not in name and "phi3" not in name:
-            return frozenset()
-        ids = self._ids
-        strip = set(self._special) | {ids[t] for t in ("</s>",) if t in ids}
-        return frozenset(strip - {ids[t] for t in ("<unk>", "<s>", "<|endoftext|>") if t in ids})
-
-    def _id(self, keys: Mapping[str, Any], key: str) -> int | None:
-        value = keys.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, (int, np.integer)) or not 0 <= int(value) < len(self.tokens):
-            raise ValueError(f"{key} is {value!r}, not a token id of the {len(self.tokens)}")
-        return int(value)
+        if self.pre is None:  # gemma4: raw UTF-8
+            return tk.models.BPE(ids, pairs, byte_fallback=True)
+        return tk.models.BPE(ids, pairs, ignore_merges=self.pre.ignore_merges)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> "GGUFTokenizer":
@@ -205,26 +224,66 @@ class GGUFTokenizer:
         return np.array(ids, np.int32)
 
     def _encode_text(self, text: str, after_special: bool) -> list[int]:
-        if self.model == "gpt2":
-            return self._bpe.encode(text, add_special_tokens=False).ids
-        if self.add_space_prefix and after_special and self.model == "llama":
-            text = " " + text
-        text = text.replace(" ", SPACE)
-        if self.model == "llama":
-            return self._bpe.encode(text, add_special_tokens=False).ids
+        if self.model == "llama":  # the whole text is one word
+            if self.add_space_prefix and after_special:
+                text = " " + text
+            return [i for chunk in self._spm_chunks(text.replace(" ", SPACE))
+                    for i in self._bpe.encode(chunk, add_special_tokens=False).ids]
         ids: list[int] = []
-        for part in _NEWLINES.split(text):  # gemma4: lines and runs of newlines
-            if part.startswith("\n") and part in self._ids:
-                ids.append(self._ids[part])
-            elif part:
-                ids.extend(self._bpe.encode(part, add_special_tokens=False).ids)
+        cache = self._word_cache
+        for word in self._words(text):
+            hit = cache.get(word)
+            if hit is None:
+                if len(cache) >= WORD_CACHE:
+                    cache.clear()
+                hit = cache[word] = self._word_ids(word)
+            ids.extend(hit)
         return ids
+
+    def _spm_chunks(self, text: str) -> list[str]:
+        """A SentencePiece text in pieces of about ``SPM_CHUNK`` characters, each cut just after a character
+        no token of two or more characters holds (no merge crosses it: the ids are those of the whole
+        text), so that a long text's merges need memory for one piece at a time (10 MB whole: 1.5 GB).
+        ValueError for a piece that cannot be cut below ``SPM_MAX`` characters."""
+        chunks, start = [], 0
+        while len(text) - start > SPM_CHUNK:
+            lo, hi = start + SPM_CHUNK // 2, start + SPM_CHUNK
+            cut = max((text.rfind(c, lo, hi) for c in self._solo), default=-1)
+            if cut < 0:
+                cut = min((i for i in (text.find(c, hi) for c in self._solo) if i >= 0), default=len(text) - 1)
+            if cut + 1 - start > SPM_MAX:
+                raise ValueError(f"a text of {len(text)} characters with no line break in {SPM_MAX}: llama.cpp's "
+                                 f"SentencePiece merges it whole (memory ~150 bytes a character); cut it into lines")
+            chunks.append(text[start:cut + 1])
+            start = cut + 1
+        chunks.append(text[start:])
+        return [c for c in chunks if c]
+
+    def _words(self, text: str) -> list[str]:
+        """``text`` cut into the words merged one by one: by each of the pre-tokenizer's expressions in
+        turn (the matches and the text between them), or Gemma 4's lines and runs of newlines."""
+        if self.pre is None:
+            return [w for w in _NEWLINES.split(text.replace(" ", SPACE)) if w]
+        words = [text]
+        for rx in self._regexes:
+            # split gives each gap, then the whole match and the expression's own groups: keep the first two
+            step = rx.groups + 1
+            words = [w for piece in words for k, w in enumerate(rx.split(piece)) if w and k % step < 2]
+        return words
+
+    def _word_ids(self, word: str) -> list[int]:
+        """The ids of one word (the BPE's merges)."""
+        if self.pre is not None:  # byte-level: the word's bytes as GPT-2's characters
+            word = "".join(map(BYTE_CHARS.__getitem__, word.encode()))
+        elif word[0] == "\n" and word in self._ids:  # Gemma 4: a run of newlines that is a token
+            return [self._ids[word]]
+        return [t.id for t in self._bpe.tokenize(word)]
 
     def _partition(self, text: str, parse_special: bool) -> list[str | int]:
         """``text`` cut around the special tokens it holds (their ids), each token in turn, longest first."""
         pieces: list[str | int] = [text]
         for i in self._special:
-            if not parse_special and self.types[i] != USER_DEFINED:
+            if not parse_special and self.attrs[i] & (CONTROL | UNKNOWN):
                 continue
             word = self.tokens[i]
             if not any(isinstance(p, str) and word in p for p in pieces):
@@ -237,7 +296,7 @@ class GGUFTokenizer:
                 for j, part in enumerate(p.split(word)):
                     if j:
                         cut.append(i)
-                        if i in self._rstrip:
+                        if self.attrs[i] & RSTRIP:
                             part = part.lstrip(" \t\n\v\f\r")
                     cut.append(part)
             pieces = cut
@@ -263,13 +322,15 @@ class GGUFTokenizer:
 
     def _piece(self, i: int, special: bool) -> bytes:
         """Token ``i``'s bytes (llama.cpp's token_to_piece)."""
-        kind, text = self.types[i], self.tokens[i]
-        if kind == NORMAL:
-            return text.replace(SPACE, " ").encode() if self.escape_spaces else _byte_level_bytes(text)
-        if kind == BYTE:
-            return bytes([int(text[3:5], 16)])
-        if kind == USER_DEFINED or (kind in (CONTROL, UNKNOWN) and special):
+        attr, text = self.attrs[i], self.tokens[i]
+        if attr & (CONTROL | UNKNOWN):
+            return text.encode() if special else b""
+        if attr & USER_DEFINED:
             return text.encode()
+        if attr & NORMAL:
+            return text.replace(SPACE, " ").encode() if self.escape_spaces else _byte_level_bytes(text)
+        if attr & BYTE:
+            return bytes([int(text[3:5], 16)])
         return b""
 
 
