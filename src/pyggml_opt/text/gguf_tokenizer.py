@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ..core import GGUFFile
 from .bpe import _tokenizers
+from .chat_template import ChatTemplate
 from .llama_pretokenizers import PRE_TOKENIZERS, PreTokenizer
 from .llama_special import BYTE, CONTROL, NORMAL, RSTRIP, UNKNOWN, USER_DEFINED, phi3_rstrip, special_tokens
 
@@ -156,6 +157,11 @@ class GGUFTokenizer:
         # text between matches); 5x faster than tokenizers' Split
         self._regexes = [_regex().compile(f"({r})") for r in (self.pre.regexes if self.pre is not None else ())]
         self._word_cache: dict[str, list[int]] = {}
+        source = keys.get("tokenizer.chat_template")
+        if source is not None and not isinstance(source, str):
+            raise TypeError(f"tokenizer.chat_template must be a str, got {type(source).__name__}")
+        self._chat_source: str | None = source
+        self._chat: ChatTemplate | None = None
         # SentencePiece: the characters (of those that end lines and sentences) no merge joins
         joined = {c for t in self.tokens if len(t) > 1 for c in t} if self.model == "llama" else set()
         self._solo = [c for c in "\n\r\t.,;!?" if self.model == "llama" and c not in joined]
@@ -301,6 +307,65 @@ class GGUFTokenizer:
                     cut.append(part)
             pieces = cut
         return pieces
+
+    @property
+    def chat_template(self) -> ChatTemplate | None:
+        """The file's chat template (``tokenizer.chat_template``; None without one), its ``bos_token`` /
+        ``eos_token`` this vocabulary's, its turns ending at the end-of-generation tokens."""
+        if self._chat is None and self._chat_source is not None:
+            text = {k: self.tokens[i] if i is not None else "" for k, i in (("bos", self.bos_id), ("eos", self.eos_id))}
+            self._chat = ChatTemplate(self._chat_source, text["bos"], text["eos"], "tokenizer.chat_template",
+                                      end_of_turn=[self.tokens[i] for i in sorted(self.eog_ids)])
+        return self._chat
+
+    def apply_chat_template(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = False,
+                            tokenize: bool = True, return_assistant_mask: bool = False,
+                            chat_template: str | None = None, **kwargs: Any) -> Any:
+        """``messages`` (dicts with "role" and "content") as the file's chat template renders them (as
+        transformers' ``apply_chat_template``, whose arguments these are: ``tools``, ``documents`` and
+        other ``kwargs`` reach the template): the text (``tokenize=False``) or its ids, special tokens in
+        it parsed as such and none added (the template writes them). With ``return_assistant_mask``,
+        (ids, mask): mask[k] = 1 for the tokens of the assistant's turns (``ChatTemplate.spans``), the
+        tokens a fine-tune learns to write. ``chat_template``: another template's text. ValueError
+        without a template."""
+        template: ChatTemplate | None
+        if chat_template is not None:
+            base = self.chat_template
+            template = ChatTemplate(chat_template, base.special["bos_token"] if base else "",
+                                    base.special["eos_token"] if base else "", "chat_template",
+                                    end_of_turn=[self.tokens[i] for i in sorted(self.eog_ids)])
+        else:
+            template = self.chat_template
+        if template is None:
+            raise ValueError(f"this vocabulary has no tokenizer.chat_template: give apply_chat_template(chat_template=...)")
+        if not return_assistant_mask:
+            text = template.render(messages, add_generation_prompt, **kwargs)
+            return self.encode(text, add_special=False, parse_special=True) if tokenize else text
+        if add_generation_prompt:
+            raise ValueError("return_assistant_mask marks a whole conversation's turns: add_generation_prompt=False")
+        text, spans = template.spans(messages, **kwargs)
+        ids = self.encode(text, add_special=False, parse_special=True)
+        return ids, self._span_mask(text, ids, spans)
+
+    def _span_mask(self, text: str, ids: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+        """1 for each of ``ids`` (the tokens of ``text``) that overlaps a character span of ``spans``."""
+        data = text.encode()
+        bounds = [(len(text[:a].encode()), len(text[:b].encode())) for a, b in spans]
+        mask = np.zeros(len(ids), np.int32)
+        at = 0
+        for k, i in enumerate(ids.tolist()):
+            piece = self._piece(i, special=True)
+            while not data.startswith(piece, at):
+                if piece.startswith(b" ") and data.startswith(piece[1:], at):
+                    piece = piece[1:]  # the space a SentencePiece text gets after a special token
+                elif data[at:at + 1].isspace():
+                    at += 1  # whitespace the partition strips around a special token (Phi-3's)
+                else:
+                    raise ValueError(f"token {k} ({self.tokens[i]!r}) does not spell the text at byte {at}")
+            end = at + len(piece)
+            mask[k] = any(a < end and at < b for a, b in bounds) if piece else any(a <= at < b for a, b in bounds)
+            at = end
+        return mask
 
     def decode(self, ids: ArrayLike, special: bool = False) -> str:
         """The text of ``ids``, as llama.cpp's detokenizer writes it: control tokens only with ``special``."""
