@@ -42,11 +42,13 @@ CASES = {
 
 
 TEXT_EXAMPLES = ["char_gpt.py", "llama_fortunes.py"]  # tested below on Debian's fortunes
+CHAT_EXAMPLES = ["chat.py"]  # tested in tests/integration/test_chat.py on a model with a real chat template
 
 
 def test_every_example_is_tested():
     scripts = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
-    assert scripts == sorted([*CASES, *TEXT_EXAMPLES]), f"examples/ has {scripts}; add the new ones to tests/integration/test_examples.py"
+    assert scripts == sorted([*CASES, *TEXT_EXAMPLES, *CHAT_EXAMPLES]), \
+        f"examples/ has {scripts}; add the new ones to tests/integration/test_examples.py"
 
 
 @pytest.fixture(scope="module")

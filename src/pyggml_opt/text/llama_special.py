@@ -122,3 +122,20 @@ def phi3_rstrip(attrs: np.ndarray, ids: Mapping[str, int], name: str) -> None:
     for t, on in (("</s>", True), ("<unk>", False), ("<s>", False), ("<|endoftext|>", False)):
         if t in ids:
             attrs[ids[t]] = attrs[ids[t]] | RSTRIP if on else attrs[ids[t]] & ~RSTRIP
+
+
+def eog_ids(keys: Mapping[str, Any]) -> frozenset[int]:
+    """The end-of-generation ids of a file's tokenizer keys (a loaded model's ``file_keys``), as
+    llama.cpp collects them; empty for a vocabulary of another tokenizer model or keys that do not
+    read (``GGUFTokenizer`` says why)."""
+    model, tokens = keys.get(f"{K}model"), keys.get(f"{K}tokens")
+    if model not in ("gpt2", "llama", "gemma4") or not isinstance(tokens, list):
+        return frozenset()
+    try:
+        types = np.asarray(keys.get(f"{K}token_type", np.ones(len(tokens))), dtype=np.int64)
+        if types.shape != (len(tokens),):
+            return frozenset()
+        ids = {t: i for i, t in enumerate(tokens)}
+        return special_tokens(str(model), tokens, types, keys, ids).eog
+    except (TypeError, ValueError):
+        return frozenset()

@@ -18,10 +18,11 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..checks import check_int, check_number
+from ..checks import check_bool, check_int, check_number
 from ..core import Scheduler
 from ..nn import Network, ParamStore
 from ..nn.decoding import DecodeGraph, KVCache, decoding_layers, kv_rows
+from ..text.llama_special import eog_ids
 from .arguments import check_seed
 from .session import Session, exclusive_use, session_for
 from .trainable import Trainable, check_trainable
@@ -69,7 +70,7 @@ def sample(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.ra
 def generate(model: Trainable, prompt_ids: ArrayLike | str, max_new_tokens: int, *, temperature: float = 1.0,
              top_k: int | None = None, top_p: float = 1.0, seed: int | None = None, stop: Any = (),
              tokenizer: Any = None, stream: bool = False, backend: str | None = None,
-             n_threads: int | None = None) -> Any:
+             n_threads: int | None = None, ignore_eos: bool = False) -> Any:
     """The prompt followed by up to ``max_new_tokens`` ids sampled one at a time from a causal language
     model (ids (T,) -> logits (T, vocab), such as ``pyggml_opt.models.gpt`` or ``llama``).
 
@@ -82,6 +83,10 @@ def generate(model: Trainable, prompt_ids: ArrayLike | str, max_new_tokens: int,
        the same model, prompt and seed give the same ids.
     stop: an id, a string (needs ``tokenizer``) or a list of them (one prompt only): generation ends
        with the token that is a stop id or completes a stop string in the new text (both kept in the ids).
+       One prompt also ends at an end-of-generation token of its vocabulary (kept in the ids), as
+       llama.cpp collects them (``tokenizer.eog_ids`` of a ``text.GGUFTokenizer``, else those of the
+       GGUF file the model was loaded from: its end-of-text, end-of-turn ... tokens), unless
+       ``ignore_eos`` (llama.cpp's --ignore-eos).
     tokenizer: what ``encode`` / ``decode`` text (``data.CharTokenizer``, ``data.BPETokenizer``).
     stream: return an iterator instead, of each new id as it comes (an int; for a batch, an int32
        array (n,)), or with ``tokenizer`` of pieces of the new text (a stop string and what follows it
@@ -114,6 +119,8 @@ def generate(model: Trainable, prompt_ids: ArrayLike | str, max_new_tokens: int,
         top_k = check_int("top_k", top_k, 1, vocab)
     top_p = check_number("top_p", top_p, 0.0, 1.0, lo_open=True)
     stop_ids, stop_texts = _check_stop(stop, tokenizer, single, vocab)
+    if single and not check_bool("ignore_eos", ignore_eos):
+        stop_ids |= _end_of_generation(model, tokenizer, vocab)
     if stream and tokenizer is not None and not single:
         raise ValueError("stream with tokenizer= streams the text of one prompt; give one prompt (L,)")
     rng = np.random.default_rng(check_seed(seed))
@@ -129,6 +136,15 @@ def generate(model: Trainable, prompt_ids: ArrayLike | str, max_new_tokens: int,
     for _, end in tokens:
         pass
     return out[0, :end] if single else out[:, :end]
+
+
+def _end_of_generation(model: Trainable, tokenizer: Any, vocab: int) -> set[int]:
+    """The ids that end a generation: the tokenizer's ``eog_ids``, else those of the vocabulary in the
+    file the model came from (none for a model made in Python)."""
+    ids = getattr(tokenizer, "eog_ids", None)
+    if ids is None:
+        ids = eog_ids(getattr(model, "file_keys", None) or {})
+    return {int(i) for i in ids if 0 <= int(i) < vocab}
 
 
 def _check_tokenizer(tokenizer: Any, vocab: int) -> None:
