@@ -9,6 +9,7 @@ from typing import Any, Callable, TypeVar, cast
 
 from .. import nn
 from ..nn import register
+from ..nn.lora import enable_lora
 from ..saving import save
 from ..training import evaluate, fit, generate, predict
 from ..training.trainable import Trainable
@@ -36,7 +37,7 @@ def _method(fn: _F, example: str) -> _F:
 
 class Model(Trainable):
     """A network with the training API and training's state (``training.trainable``): ``fit``, ``evaluate``, ``predict``, ``generate`` (language
-    models; ``pyggml_opt.training``) and ``save`` (``pyggml_opt.saving``). ``with model:`` frees its ggml
+    models; ``pyggml_opt.training``), ``save`` (``pyggml_opt.saving``) and ``enable_lora`` (``nn.lora``). ``with model:`` frees its ggml
     memory at the end."""
 
     fit = _method(fit, 'history = model.fit(x_train, y_train, epochs=5, batch_size=32, validation_split=0.1)')
@@ -44,6 +45,7 @@ class Model(Trainable):
     predict = _method(predict, "probabilities = model.predict(x_test)   # (n, n_out)")
     generate = _method(generate, 'ids = gpt.generate(tokenizer.encode("The "), 200, temperature=0.8, top_k=20, seed=0)')
     save = _method(save, 'model.save("model.gguf"); same = pgo.load("model.gguf")')
+    enable_lora = _method(enable_lora, 'model.enable_lora(rank=8, alpha=16, targets="all-linear"); model.fit(x, y)')
 
 
 @register

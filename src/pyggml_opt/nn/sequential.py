@@ -12,6 +12,7 @@ from .layers import Layer
 from .layers.activations import ReLU
 from .layers.base import SequenceState, combined, own_tensors, prefixed, run_layer
 from .layers.conv import MaxPool2d
+from .lora import apply_lora_settings, lora_settings
 from .network import Network, NetworkShapes
 from .summary import SummaryRow
 from .ops import Tensor
@@ -159,13 +160,19 @@ class SequentialNetwork(Network):
         config: dict = {"layers": [serialize(layer) for layer in self.layers]}
         if self.tied:  # absent when nothing is tied: the configurations of earlier versions
             config["tied"] = dict(self.tied)
+        adapters = lora_settings(self)
+        if adapters:  # absent without adapters, likewise
+            config["lora"] = adapters
         return config
 
     @classmethod
     def from_config(cls, config: dict) -> "SequentialNetwork":
         if not isinstance(config, dict) or not isinstance(config.get("layers"), list):
             raise ValueError("a Sequential configuration needs a list of layers")
-        return cls([deserialize(spec, Layer) for spec in config["layers"]], tied=config.get("tied"))
+        network = cls([deserialize(spec, Layer) for spec in config["layers"]], tied=config.get("tied"))
+        if "lora" in config:
+            apply_lora_settings(network, config["lora"])
+        return network
 
     def __repr__(self) -> str:
         tied = f", tied={self.tied!r}" if self.tied else ""

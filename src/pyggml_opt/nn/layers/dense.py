@@ -16,17 +16,36 @@ from .block import Block
 
 class Linear(Layer):
     """y = x W^T + b: (in_features,) -> (out_features,), or each step of a sequence (T, in_features) ->
-    (T, out_features). ``weight`` (out, in), ``bias`` (out,)."""
+    (T, out_features). ``weight`` (out, in), ``bias`` (out,).
+
+    With ``lora_rank`` r > 0 a low-rank adapter (LoRA, as PEFT's and Keras's ``enable_lora``) adds
+    ``lora_scale`` * B A x, ``lora_a`` (r, in) made as PEFT makes it (Kaiming-uniform: U(+-1/sqrt(in))),
+    ``lora_b`` (out, r) zeros, so that the adapted layer starts as the layer; ``lora_scale`` is
+    ``lora_alpha`` / r (rsLoRA: / sqrt(r)). ``lora_dropout`` drops the adapter's input in training
+    (the layer's own input goes through whole). ``Network.enable_lora`` sets these on chosen layers."""
 
     keeps_mask = True
     decoding = "steps"
     quantizable = frozenset({"weight"})
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, name: str | None = None) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, name: str | None = None,
+                 lora_rank: int = 0, lora_alpha: float | None = None, lora_dropout: float = 0.0,
+                 rslora: bool = False) -> None:
         super().__init__(name)
         self.in_features = check_int("in_features", in_features)
         self.out_features = check_int("out_features", out_features)
         self.bias = bool(bias)
+        self.lora_rank = check_int("lora_rank", lora_rank, 0, min(self.in_features, self.out_features))
+        self.lora_alpha = float(self.lora_rank) if lora_alpha is None else check_number("lora_alpha", lora_alpha, 0.0, float("inf"))
+        self.lora_dropout = check_number("lora_dropout", lora_dropout, 0.0, 1.0, hi_open=True)
+        self.rslora = bool(rslora)
+
+    @property
+    def lora_scale(self) -> float:
+        """What the adapter's product is multiplied by: alpha / rank (rsLoRA: alpha / sqrt(rank))."""
+        if not self.lora_rank:
+            return 0.0
+        return self.lora_alpha / (self.lora_rank ** 0.5 if self.rslora else self.lora_rank)
 
     def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if not input_shape or input_shape[-1] != self.in_features or len(input_shape) > 2:
@@ -35,16 +54,40 @@ class Linear(Layer):
         params: dict[str, tuple[int, ...]] = {"weight": (self.out_features, self.in_features)}
         if self.bias:
             params["bias"] = (self.out_features,)
-        return LayerShapes((*input_shape[:-1], self.out_features), params)
+        if self.lora_rank:
+            params.update(lora_a=(self.lora_rank, self.in_features), lora_b=(self.out_features, self.lora_rank))
+        steps = {"lora_mask": tuple(input_shape)} if self.lora_rank and self.lora_dropout > 0 else {}
+        return LayerShapes((*input_shape[:-1], self.out_features), params, step_inputs=steps)
 
     def init(self, pname: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        if pname == "lora_b":
+            return np.zeros(shape, np.float32)
         return uniform_init(rng, shape, self.in_features)
 
+    def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        return dropout_mask(rng, shape, self.lora_dropout)
+
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        return F.linear(x, params["weight"], params.get("bias"))
+        y = F.linear(x, params["weight"], params.get("bias"))
+        if "lora_a" not in params:
+            return y
+        inner = F.mul(x, params["lora_mask"]) if "lora_mask" in params else x
+        low = F.linear(F.linear(inner, params["lora_a"]), params["lora_b"])
+        return F.add(y, F.scale(low, self.lora_scale))
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "in_features": self.in_features, "out_features": self.out_features, "bias": self.bias}
+        config = {**super().get_config(), "in_features": self.in_features, "out_features": self.out_features,
+                  "bias": self.bias}
+        if self.lora_rank:
+            config.update(lora_rank=self.lora_rank, lora_alpha=self.lora_alpha, lora_dropout=self.lora_dropout,
+                          rslora=self.rslora)
+        return config
+
+
+def dropout_mask(rng: np.random.Generator, shape: tuple[int, ...], rate: float) -> np.ndarray:
+    """A dropout mask: 0 with probability ``rate``, else 1 / (1 - rate) (float32)."""
+    keep = rng.random(shape, dtype=np.float32) >= rate
+    return keep.astype(np.float32) / np.float32(1.0 - rate)
 
 
 class Dropout(Layer):
@@ -64,8 +107,7 @@ class Dropout(Layer):
         return LayerShapes(tuple(input_shape), step_inputs={"mask": tuple(input_shape)} if self.rate > 0 else {})
 
     def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        keep = rng.random(shape, dtype=np.float32) >= self.rate
-        return keep.astype(np.float32) / np.float32(1.0 - self.rate)
+        return dropout_mask(rng, shape, self.rate)
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         return F.mul(x, params["mask"]) if "mask" in params else x
