@@ -11,6 +11,7 @@ from .. import nn
 from ..nn import register
 from ..nn.lora import enable_lora
 from ..saving import save
+from ..saving.adapter import load_adapter, save_adapter
 from ..training import evaluate, fit, generate, predict
 from ..training.trainable import Trainable
 
@@ -46,6 +47,8 @@ class Model(Trainable):
     generate = _method(generate, 'ids = gpt.generate(tokenizer.encode("The "), 200, temperature=0.8, top_k=20, seed=0)')
     save = _method(save, 'model.save("model.gguf"); same = pgo.load("model.gguf")')
     enable_lora = _method(enable_lora, 'model.enable_lora(rank=8, alpha=16, targets="all-linear"); model.fit(x, y)')
+    save_adapter = _method(save_adapter, 'model.save_adapter("adapter.gguf")   # llama-cli -m base.gguf --lora adapter.gguf')
+    load_adapter = _method(load_adapter, 'base.load_adapter("adapter.gguf")')
 
 
 @register

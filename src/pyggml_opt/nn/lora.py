@@ -82,37 +82,47 @@ def enable_lora(model: Any, rank: int = 8, alpha: float | None = None, targets: 
     model.require_built()
     layers = linear_layers(model)
     paths = lora_targets(model, targets)
-    for path in paths:
+    checked = Linear(1, 1, lora_rank=1, lora_alpha=alpha, lora_dropout=dropout, rslora=rslora)  # the argument checks
+    setting = {"rank": rank, "alpha": checked.lora_alpha if alpha is not None else rank, "dropout": checked.lora_dropout,
+               "rslora": checked.rslora}
+    add_adapters(model, {path: dict(setting) for path in paths}, seed)
+    return paths
+
+
+def add_adapters(model: Any, settings: dict[str, dict[str, Any]], seed: int | None = 0,
+                 weights: dict[str, np.ndarray] | None = None) -> None:
+    """Give the layers of ``settings`` (path -> rank, alpha, dropout, rslora) adapters, their weights
+    from ``weights`` (parameter name -> array) or made from ``seed``, and freeze every other parameter;
+    the model keeps its weights. ValueError, with the model unchanged, for a layer adapted already or a
+    rank above its size."""
+    layers = linear_layers(model)
+    for path, setting in settings.items():
         layer = layers[path]
         if layer.lora_rank:
             raise ValueError(f"layer {path!r} has an adapter already (rank {layer.lora_rank})")
-        size = min(layer.in_features, layer.out_features)
+        size, rank = min(layer.in_features, layer.out_features), setting["rank"]
         if not isinstance(rank, (int, np.integer)) or isinstance(rank, bool) or not 1 <= rank <= size:
             raise ValueError(f"rank must be an int in [1, {size}] for layer {path!r} ({layer.in_features} -> "
                              f"{layer.out_features}), got {rank!r}")
-    checked = Linear(1, 1, lora_rank=1, lora_alpha=alpha, lora_dropout=dropout, rslora=rslora)  # the argument checks
-    weights = model.get_weights()
+    current = model.get_weights()
     try:
-        for path in paths:
-            _set_lora(layers[path], int(rank), checked.lora_alpha if alpha is not None else float(rank),
-                      checked.lora_dropout, checked.rslora)
+        apply_lora_settings(model, settings)
         assert model.input_shape is not None  # built
         shapes = model.shapes_for(model.input_shape)
         rng = np.random.default_rng(seed)
         fresh = {}
         for name in shapes:  # in the network's order: one seed gives the same adapters
-            if name not in weights:
+            if name not in current:
                 path, pname = name.rsplit(".", 1)
-                fresh[name] = layers[path].init(pname, shapes[name], rng)
-        model.build_with_weights(model.input_shape, {**weights, **fresh})
+                fresh[name] = layers[path].init(pname, shapes[name], rng) if weights is None else weights[name]
+        model.build_with_weights(model.input_shape, {**current, **fresh})
     except BaseException:
-        for path in paths:
+        for path in settings:
             _set_lora(layers[path], 0, 0.0, 0.0, False)
         raise
-    base = [n for n in weights if n not in model.buffer_names() and n not in model.quantized()]
+    base = [n for n in current if n not in model.buffer_names() and n not in model.quantized()]
     if base:
         model.freeze(*base)
-    return paths
 
 
 def _set_lora(layer: Linear, rank: int, alpha: float, dropout: float, rslora: bool) -> None:

@@ -34,6 +34,7 @@ from ..core.tensor_data import QUANTIZED_TYPES, Quantized, Weight, block_size
 from ..text import BPETokenizer, CharTokenizer, vocab_metadata
 from ..nn import Network, check_rebuilds, deserialize, serialize
 from ..nn.losses import loss_entry
+from ..nn.lora import lora_settings
 from .formats import GENERIC, LAYOUTS, FileFormat, format_named, format_of, formats_in, known_architectures, read_each
 
 # llama.cpp's general.file_type (llama.h: enum llama_ftype): what most of the weights are stored as (for
@@ -171,6 +172,9 @@ def save(model: Network, path: str | os.PathLike[str], extra: dict[str, object] 
     if kept and fmt is not None and fmt.float32_only:
         raise ValueError(f"the {fmt.architecture} layout stores float32 tensors; this model keeps {sorted(kept)[:3]} "
                          "quantized")
+    if fmt is not None and lora_settings(model):
+        raise ValueError(f"the {fmt.architecture} layout holds a base model, not LoRA adapters: save_adapter(path) writes "
+                         "them as llama.cpp's adapter file (or save(format='pyggml_opt') keeps the whole model)")
     tensors = fmt.to_tensors(weights) if fmt is not None else weights
     _check_vocab_size(vocab or file_keys, tensors, weights)
     own = {**(fmt.metadata(model) if fmt else {}), **vocab}
