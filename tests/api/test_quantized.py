@@ -25,13 +25,43 @@ def quantized(tmp_path):
     return pgo.load(tmp_path / "q.gguf"), m, x
 
 
-def test_fit_refuses_quantized_parameters_naming_them(quantized):
+def test_fit_trains_the_float32_parameters_around_quantized_ones(quantized):
+    """The quantized matrices stay frozen, bit for bit; the float32 ones (the norms) train, the gradient
+    reaching them through the quantized matrices (ggml's CPU OUT_PROD of a quantized matrix)."""
     q, _, x = quantized
     before = q.get_weights()
-    with pytest.raises(ValueError, match=r"keeps 9 parameters quantized and frozen \(blk0.attn.wk.weight, .*q8_0\)"):
-        q.fit(x, x, epochs=1, verbose=0)
+    h = q.fit(x, x, epochs=3, verbose=0, optimizer=pgo.AdamW(lr=1e-2), n_threads=1)
     after = q.get_weights()
-    assert all(np.array_equal(before[n].data, after[n].data) for n in q.quantized())  # nothing trained
+    assert all(np.array_equal(before[n].data, after[n].data) for n in q.quantized())
+    assert not np.array_equal(before["blk0.attn_norm.weight"], after["blk0.attn_norm.weight"])
+    assert h["loss"][-1] < h["loss"][0]
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_K"])
+def test_lora_on_a_quantized_base_trains_as_on_its_float32_values(kind, tmp_path):
+    """LoRA (rank 8, all-linear) on a base of Q8_0 / Q4_K matrices against the same fit on a float32 base
+    holding their dequantized values: the only difference is that ggml multiplies a quantized matrix by
+    activations it quantizes too (Q8_0 / Q8_K: ~0.4 % per value), so the losses agree to within 2 %
+    relative (measured on Q8_0: 1e-4 on the first epoch, 1.2e-3 after three; Q4_K likewise), the base
+    stays bit for bit."""
+    m = pgo.models.llama(V, T, 256, 2, 4, n_kv_heads=2, ffn_dim=512)  # rows of 256: K-quant blocks
+    m.build((T,), seed=3)
+    m.save(tmp_path / "base.gguf", tokenizer=TOK, quantize=kind)
+    q = pgo.load(tmp_path / "base.gguf")
+    f = pgo.load(tmp_path / "base.gguf")
+    f.set_weights({n: w.dequantize() for n, w in f.get_weights().items() if isinstance(w, Quantized)})
+    x = np.random.default_rng(0).integers(0, V, (64, T)).astype(np.int32)
+    y = (x * 3 + 1) % V
+    losses = []
+    for model in (q, f):
+        model.enable_lora(rank=8, alpha=16, seed=0)
+        base = {n: w for n, w in model.get_weights().items() if n in model.quantized()}
+        h = model.fit(x, y, epochs=3, batch_size=16, optimizer=pgo.AdamW(lr=1e-2), seed=0, verbose=0, n_threads=2)
+        losses.append(h["loss"])
+        assert all(np.array_equal(w.data, model.get_weights()[n].data) for n, w in base.items())
+    assert kind in set(q.quantized().values())
+    np.testing.assert_allclose(losses[0], losses[1], rtol=2e-2)
+    assert losses[0][-1] < 0.5 * losses[0][0]
 
 
 def test_float32_values_make_them_trainable_again(quantized):

@@ -119,7 +119,7 @@ class Network:
 
     def quantized(self) -> dict[str, str]:
         """The parameters kept in a ggml type other than F32, name -> type ("f16", "q8_0", "q4_K" ...):
-        frozen (ggml-opt gives them no gradient and no optimizer step; fit refuses a model that has any),
+        frozen (ggml-opt gives them no gradient and no optimizer step; fit trains around them on the CPU),
         computed with as they are stored (ggml's MUL_MAT and GET_ROWS take quantized weights)."""
         return dict(self._quantized)
 

@@ -51,8 +51,8 @@ from .optimizers import Optimizer
 from .optimizers import get as get_optimizer
 from .plan import Batching, FitPlan, plan_fit
 from .progress import Progress
-from .session import TrainingSession, exclusive_use, session_for
-from .trainable import Trainable, check_has_trainable, check_no_quantized, check_trainable
+from .session import TrainingSession, device_of, exclusive_use, session_for
+from .trainable import Trainable, check_has_trainable, check_quantized_on_cpu, check_trainable
 
 MAX_EPOCH_STEPS_ENV = "PYGGML_OPT_MAX_EPOCH_STEPS"
 
@@ -292,7 +292,8 @@ def fit(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, epochs: i
 
     with exclusive_use(model):
         model.check_not_busy("fit")  # fit from one of this fit's callbacks (the lock is re-entrant)
-        check_no_quantized(model)  # under the lock: set_weights may change which parameters are quantized
+        # under the lock: set_weights may change which parameters are quantized
+        check_quantized_on_cpu(model, device_of(model, backend))
         check_has_trainable(model)
         session = session_for(model, backend, n_threads)
         model.busy = "fit is running"

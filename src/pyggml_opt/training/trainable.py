@@ -65,18 +65,18 @@ class Trainable(Network):
         super()._restore_copied_state({k: v for k, v in state.items() if k not in ("history", "optimizer_state")})
 
 
-def check_no_quantized(model: Trainable) -> None:
-    """ValueError naming the parameters ``model`` keeps quantized, if any: fit trains float32 parameters
-    only. (Training the float32 ones around frozen quantized weights would need the backward pass of
-    every quantized MUL_MAT: ggml's OUT_PROD of a quantized matrix, which only ggml's CPU backend has,
-    untested here.)"""
+def check_quantized_on_cpu(model: Trainable, device: str) -> None:
+    """ValueError naming the parameters ``model`` keeps quantized, if any, unless ``device`` is the CPU:
+    quantized parameters stay frozen, and the gradient that reaches the layers below them (LoRA on a
+    quantized base) is ggml's OUT_PROD of the quantized matrix, which only ggml's CPU backend computes."""
     quantized = model.quantized()
-    if quantized:
+    if quantized and device.upper() != "CPU":
         names = sorted(quantized)
         raise ValueError(f"this model keeps {len(names)} parameters quantized and frozen ({', '.join(names[:4])}"
-                         f"{' ...' if len(names) > 4 else ''}: {', '.join(sorted(set(quantized.values())))}), which fit "
-                         "cannot train: train the float32 model (load its float32 file), or give those parameters "
-                         "float32 values with set_weights")
+                         f"{' ...' if len(names) > 4 else ''}: {', '.join(sorted(set(quantized.values())))}); fit "
+                         f"trains around them on the CPU only (the gradient through a quantized matrix is ggml's "
+                         f"CPU OUT_PROD), not on {device}: fit(..., backend='cpu'), or give them float32 values "
+                         "with set_weights")
 
 
 def check_has_trainable(model: Trainable) -> None:
