@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike
 from ..atomic import atomic_file
 from ..checks import check_int
 from .char import iter_texts
+from .extra import text_extra
 
 END_OF_TEXT = "<|endoftext|>"
 N_BYTES = 256  # the base symbols: one per byte value
@@ -29,11 +30,7 @@ MAX_VOCAB = 1 << 24
 
 
 def _tokenizers() -> Any:
-    try:
-        import tokenizers
-    except ImportError as exc:
-        raise ImportError('BPETokenizer needs Hugging Face tokenizers: pip install "pyggml_opt[text]"') from exc
-    return tokenizers
+    return text_extra("tokenizers", "BPETokenizer")
 
 
 def _strings(name: str, values: object) -> list[str]:

@@ -30,6 +30,8 @@ import time
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
+from .extra import text_extra
+
 MAX_CHARS = 1 << 24   # characters of a rendered conversation, or of a string or list a template builds
 TIME_LIMIT = 10.0     # seconds one rendering may take
 Span = tuple[int, int]
@@ -37,13 +39,9 @@ OPEN, CLOSE = "\x00<generation>\x00", "\x00</generation>\x00"  # around a genera
 
 
 def _jinja() -> Any:
-    try:
-        import jinja2
-        import jinja2.ext
-        import jinja2.sandbox
-    except ImportError as exc:
-        raise ImportError('chat templates need Jinja2: pip install "pyggml_opt[text]"') from exc
-    return jinja2
+    text_extra("jinja2.ext", "a chat template")
+    text_extra("jinja2.sandbox", "a chat template")
+    return text_extra("jinja2", "a chat template")
 
 
 def _too_big(value: Any) -> bool:

@@ -37,6 +37,7 @@ from numpy.typing import ArrayLike
 
 from ..core import GGUFFile
 from .bpe import _tokenizers
+from .extra import text_extra
 from .chat_template import ChatTemplate
 from .llama_pretokenizers import PRE_TOKENIZERS, PreTokenizer
 from .llama_special import BYTE, CONTROL, NORMAL, RSTRIP, UNKNOWN, USER_DEFINED, phi3_rstrip, special_tokens
@@ -69,11 +70,7 @@ WORD_CACHE = 1 << 20  # words whose ids are kept (then forgotten at once): a rep
 
 
 def _regex() -> Any:
-    try:
-        import regex
-    except ImportError as exc:
-        raise ImportError('GGUFTokenizer needs the regex module: pip install "pyggml_opt[text]"') from exc
-    return regex
+    return text_extra("regex", "GGUFTokenizer")
 
 
 def _byte_level_bytes(text: str) -> bytes:
