@@ -45,8 +45,8 @@ def adapted(path, seed=1):
 
 
 def llama_cpp_logits(base, adapter, ids):
-    llm = llama_cpp.Llama(str(base), lora_path=str(adapter), n_ctx=48, logits_all=True, type_k=0, type_v=0,
-                          n_threads=1, verbose=False)
+    llm = llama_cpp.Llama(str(base), lora_path=None if adapter is None else str(adapter), n_ctx=48, logits_all=True,
+                          type_k=0, type_v=0, n_threads=1, verbose=False)
     try:
         llm.eval([int(i) for i in ids])
         return np.array(llm.scores[:len(ids)])
@@ -80,6 +80,31 @@ def test_an_adapter_file_loads_back_onto_its_base(base_file, tmp_path):
     x = np.array([TOK.encode(TEXT)], np.int32)
     np.testing.assert_allclose(other.predict(x, logits=True), m.predict(x, logits=True), rtol=0, atol=1e-5)
     assert other.frozen() == {n for n in other.param_shapes if ".lora_" not in n}  # ready to train further
+
+
+def test_a_merged_model_runs_in_llama_cpp_as_base_plus_adapter(base_file, tmp_path):
+    """merge_lora folds W + scale B A into the weights: the model computes what it did with the adapters
+    (float32 rounding), and its file (F32; F16 and Q8_0 when asked) runs in llama.cpp as the base file
+    with the adapter file does (F32: the adapter bound 1e-3; F16 / Q8_0: their own rounding, the bounds
+    of tests/integration/test_gguf_models.py, 1e-3 / 2e-2, against pyggml_opt reading the same file)."""
+    m = adapted(base_file["f32"], seed=5)
+    adapter = tmp_path / "adapter.gguf"
+    m.save_adapter(adapter)
+    ids = np.array(TOK.encode(TEXT), np.int32)
+    with_adapter = m.predict(ids[None], logits=True)[0]
+    assert sorted(m.merge_lora()) == sorted(f"blk{i}.{p}" for i in (0, 1) for p in (
+        "attn.wq", "attn.wk", "attn.wv", "attn.wo", "ffn.w_gate", "ffn.w_up", "ffn.w_down"))
+    assert not any(".lora_" in n for n in m.param_shapes)
+    np.testing.assert_allclose(m.predict(ids[None], logits=True)[0], with_adapter, rtol=0, atol=1e-5)
+    theirs = llama_cpp_logits(base_file["f32"], adapter, ids)
+    for quantize, bound in ((None, 1e-3), ("f16", 1e-3), ("q8_0", 2e-2)):
+        merged = tmp_path / f"merged-{quantize}.gguf"
+        m.save(merged, tokenizer=TOK, quantize=quantize)
+        got = llama_cpp_logits(merged, None, ids)
+        reference = theirs if quantize is None else pgo.load(merged).predict(ids[None], logits=True)[0]
+        assert np.abs(got - reference).max() <= bound * np.abs(reference).max(), quantize
+    with pytest.raises(ValueError, match="no LoRA adapters to merge"):
+        m.merge_lora()
 
 
 def test_bad_adapter_files_and_models_are_refused(base_file, tmp_path):

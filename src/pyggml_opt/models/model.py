@@ -9,7 +9,7 @@ from typing import Any, Callable, TypeVar, cast
 
 from .. import nn
 from ..nn import register
-from ..nn.lora import enable_lora
+from ..nn.lora import enable_lora, merge_lora
 from ..saving import save
 from ..saving.adapter import load_adapter, save_adapter
 from ..training import evaluate, fit, generate, predict
@@ -49,6 +49,7 @@ class Model(Trainable):
     enable_lora = _method(enable_lora, 'model.enable_lora(rank=8, alpha=16, targets="all-linear"); model.fit(x, y)')
     save_adapter = _method(save_adapter, 'model.save_adapter("adapter.gguf")   # llama-cli -m base.gguf --lora adapter.gguf')
     load_adapter = _method(load_adapter, 'base.load_adapter("adapter.gguf")')
+    merge_lora = _method(merge_lora, 'model.merge_lora(); model.save("merged.gguf", tokenizer=tok, quantize="q8_0")')
 
 
 @register

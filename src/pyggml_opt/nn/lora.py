@@ -125,6 +125,37 @@ def add_adapters(model: Any, settings: dict[str, dict[str, Any]], seed: int | No
         model.freeze(*base)
 
 
+def merge_lora(model: Any) -> list[str]:
+    """Fold each of ``model``'s LoRA adapters into its layer's weight, W + scale B A (in float64, then
+    float32), and remove the adapters (PEFT's ``merge_and_unload``): the model computes what it computed
+    with them, and saves as a plain model (llama.cpp's layout included). A weight kept quantized becomes
+    float32 (``save(..., quantize=...)`` writes it in a quantized type again); the merged weights are
+    trainable, the other parameters keep their frozen state. Returns the merged layers' paths;
+    ValueError for a model without adapters."""
+    settings = lora_settings(model)
+    if not settings:
+        raise ValueError("the model has no LoRA adapters to merge")
+    layers = linear_layers(model)
+    weights = model.get_weights()
+    merged = {}
+    for path in settings:
+        w = weights[f"{path}.weight"]
+        base = np.asarray(w.dequantize() if hasattr(w, "dequantize") else w, np.float64)
+        delta = np.asarray(weights[f"{path}.lora_b"], np.float64) @ np.asarray(weights[f"{path}.lora_a"], np.float64)
+        merged[f"{path}.weight"] = (base + layers[path].lora_scale * delta).astype(np.float32)
+    kept = {n: w for n, w in weights.items() if not any(n in (f"{p}.lora_a", f"{p}.lora_b") for p in settings)}
+    try:
+        for path in settings:
+            _set_lora(layers[path], 0, 0.0, 0.0, False)
+        assert model.input_shape is not None  # built: it has adapters
+        model.build_with_weights(model.input_shape, {**kept, **merged})
+    except BaseException:
+        apply_lora_settings(model, settings)
+        raise
+    model.unfreeze(*merged)
+    return list(settings)
+
+
 def _set_lora(layer: Linear, rank: int, alpha: float, dropout: float, rslora: bool) -> None:
     layer.lora_rank, layer.lora_alpha, layer.lora_dropout, layer.rslora = rank, alpha, dropout, rslora
 
