@@ -37,6 +37,19 @@ def test_fit_trains_the_float32_parameters_around_quantized_ones(quantized):
     assert h["loss"][-1] < h["loss"][0]
 
 
+def test_fit_refuses_weights_no_gradient_passes_through(tmp_path):
+    """BF16: ggml's CPU backend has no OUT_PROD of a BF16 matrix, so no gradient reaches what is below
+    such a weight; fit says so before anything runs (it was a ggml abort)."""
+    m = pgo.models.llama(V, T, 32, 1, 4, n_kv_heads=2)
+    m.save(tmp_path / "bf16.gguf", tokenizer=TOK, quantize="bf16")
+    b = pgo.load(tmp_path / "bf16.gguf")
+    b.enable_lora(rank=2)
+    x = np.random.default_rng(0).integers(0, V, (4, T)).astype(np.int32)
+    with pytest.raises(ValueError, match=r"fit cannot pass gradients through bf16 weights \(blk0.attn.wk.weight, .*no OUT_PROD"):
+        b.fit(x, x, epochs=1, verbose=0)
+    assert "bf16" not in pgo.core.tensor_data.GRADIENT_TYPES and {"f16", "q8_0", "q4_K", "q6_K"} <= pgo.core.tensor_data.GRADIENT_TYPES
+
+
 @pytest.mark.parametrize("kind", ["q8_0", "q4_K"])
 def test_lora_on_a_quantized_base_trains_as_on_its_float32_values(kind, tmp_path):
     """LoRA (rank 8, all-linear) on a base of Q8_0 / Q4_K matrices against the same fit on a float32 base

@@ -43,11 +43,24 @@ def _cpu_computes_with(kind: int) -> bool:
             lib.ggml_mul_mat(ctx.ptr, weight, x), lib.ggml_get_rows(ctx.ptr, weight, ids)))
 
 
+def _cpu_backpropagates(kind: int) -> bool:
+    """Whether ggml's CPU backend computes OUT_PROD of a matrix of type ``kind`` with a float32 one: the
+    gradient that passes through a frozen weight of that type to what is below it."""
+    traits = lib.ggml_get_type_traits(kind)
+    device = lib.ggml_backend_dev_by_type(lib.GGML_BACKEND_DEVICE_TYPE_CPU)
+    with Context(3) as ctx:  # tensor headers only
+        weight = lib.ggml_new_tensor_2d(ctx.ptr, kind, traits.blck_size, 2)
+        grad = lib.ggml_new_tensor_2d(ctx.ptr, lib.GGML_TYPE_F32, 1, 2)
+        return device != ffi.NULL and bool(lib.ggml_backend_dev_supports_op(device, lib.ggml_out_prod(ctx.ptr, weight, grad)))
+
+
 # The ggml types besides F32 a weight may be stored and computed in (F16, BF16, Q8_0, Q4_0 ... the
 # K-quants, the i-quants), by ggml's names (ggml_type_name): what llama.cpp's files hold.
 QUANTIZED_TYPES = {ffi.string(lib.ggml_type_name(kind)).decode(): kind
                    for kind in range(lib.GGML_TYPE_COUNT) if _cpu_computes_with(kind)}
 QUANTIZED_NAMES = {kind: name for name, kind in QUANTIZED_TYPES.items()}
+# those a gradient passes through on the CPU (LoRA on such a base): all but BF16 in ggml 0.25.3
+GRADIENT_TYPES = frozenset(name for name, kind in QUANTIZED_TYPES.items() if _cpu_backpropagates(kind))
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..core import OptimizerState
+from ..core.tensor_data import GRADIENT_TYPES
 from ..nn import Network
 from .history import History
 
@@ -70,6 +71,12 @@ def check_quantized_on_cpu(model: Trainable, device: str) -> None:
     quantized parameters stay frozen, and the gradient that reaches the layers below them (LoRA on a
     quantized base) is ggml's OUT_PROD of the quantized matrix, which only ggml's CPU backend computes."""
     quantized = model.quantized()
+    blocked = sorted({t for t in quantized.values() if t not in GRADIENT_TYPES})
+    if blocked:
+        names = sorted(n for n, t in quantized.items() if t in blocked)
+        raise ValueError(f"fit cannot pass gradients through {', '.join(blocked)} weights ({', '.join(names[:4])}"
+                         f"{' ...' if len(names) > 4 else ''}): ggml's CPU backend has no OUT_PROD for them; give "
+                         "them float32 values with set_weights (or load a file of another type)")
     if quantized and device.upper() != "CPU":
         names = sorted(quantized)
         raise ValueError(f"this model keeps {len(names)} parameters quantized and frozen ({', '.join(names[:4])}"
