@@ -24,9 +24,11 @@ barrier; the pool never resumes).
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
+from typing import Callable
 
 from .._lib import CData, cpu_proc, ffi, lib
 from .handle import Handle
@@ -55,8 +57,18 @@ class ThreadPool(Handle):
             raise RuntimeError("this build's CPU backend has no thread pools")
         params = ffi.new("struct ggml_threadpool_params *", lib.ggml_threadpool_params_default(n_threads))
         params.poll = POLL
-        super().__init__(new(params), free)
+        super().__init__(new(params), functools.partial(_free_in, os.getpid(), free))
         self.n_threads = n_threads
+
+
+def _free_in(pid: int, free: Callable[[CData], None], ptr: CData) -> None:
+    # Freed in the process that made it only. In a forked child the pool's threads stayed in the parent,
+    # and freeing it waits for them for ever (pthread_cond_destroy of a condition they were waiting on
+    # at the fork): a pool can reach its finalizer there before _forget_pools_after_fork abandons it,
+    # when the after-fork handlers registered before this module's (threading's) drop the last
+    # reference to a model that another thread of the parent was using.
+    if os.getpid() == pid:
+        free(ptr)
 
 
 class ComputeLock:
