@@ -28,6 +28,19 @@ def log_softmax64(z):
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
+def check_sgd_step(got, w0, x, dz, lr):
+    """``got`` (the weights after one SGD step of rate ``lr`` from ``w0``) against float64 numpy, for
+    the gradient ``dz`` of the loss with respect to the logits (N, T, V)."""
+    emb = w0["0.weight"][x]
+    d_table = np.zeros((V, D))
+    np.add.at(d_table, x, dz @ w0["1.weight"])
+    want = {"0.weight": w0["0.weight"] - lr * d_table,
+            "1.weight": w0["1.weight"] - lr * np.einsum("ntv,ntd->vd", dz, emb),
+            "1.bias": w0["1.bias"] - lr * dz.sum(axis=(0, 1))}
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=0, atol=2e-6, err_msg=k)
+
+
 def test_one_sgd_step_and_the_reported_loss_match_numpy():
     x, y = data()
     m = token_model()
@@ -38,19 +51,43 @@ def test_one_sgd_step_and_the_reported_loss_match_numpy():
     lsm = log_softmax64(z)
     per_token = -np.take_along_axis(lsm, y[..., None], axis=-1)[..., 0]
     dz = (np.exp(lsm) - np.eye(V)[y]) / (N * T)                 # mean over every token
-    d_emb = dz @ w0["1.weight"]
-    d_table = np.zeros((V, D))
-    np.add.at(d_table, x, d_emb)
     lr = 0.5
     h = m.fit(x, y, epochs=1, batch_size=N, shuffle=False, optimizer=pgo.SGD(lr=lr), **FAST)
-    want = {"0.weight": w0["0.weight"] - lr * d_table,
-            "1.weight": w0["1.weight"] - lr * np.einsum("ntv,ntd->vd", dz, emb),
-            "1.bias": w0["1.bias"] - lr * dz.sum(axis=(0, 1))}
-    got = m.get_weights()
-    for k in want:
-        np.testing.assert_allclose(got[k], want[k], rtol=0, atol=2e-6, err_msg=k)
+    check_sgd_step(m.get_weights(), w0, x, dz, lr)
     assert h["loss"][0] == pytest.approx(per_token.mean(), rel=1e-6)
     assert h["accuracy"][0] == (z.argmax(axis=-1) == y).mean()   # per token
+
+
+def test_ignored_targets_give_no_loss_and_no_gradient_and_weights_count_tokens():
+    """Targets of IGNORE_INDEX (-100) leave the loss and the gradient; sample_weight = each sample's count
+    of targets gives the mean over the batch's tokens (Hugging Face's Trainer, MLX-LM): one SGD step and
+    the reported loss against float64 numpy of exactly that."""
+    x, y = data()
+    y = y.copy()
+    y[:, :2] = pgo.nn.losses.IGNORE_INDEX   # a prompt of two tokens
+    y[3] = pgo.nn.losses.IGNORE_INDEX       # a sample with nothing to learn
+    y[5, 4] = pgo.nn.losses.IGNORE_INDEX
+    keep = y >= 0
+    m = token_model()
+    w0 = {k: v.astype(np.float64) for k, v in m.get_weights().items()}
+    emb = w0["0.weight"][x]
+    z = emb @ w0["1.weight"].T + w0["1.bias"]
+    lsm = log_softmax64(z)
+    ids = np.where(keep, y, 0)
+    per_token = -np.take_along_axis(lsm, ids[..., None], axis=-1)[..., 0] * keep
+    dz = (np.exp(lsm) - np.eye(V)[ids]) * keep[..., None] / keep.sum()   # the mean over the batch's targets
+    lr = 0.5
+    h = m.fit(x, y, epochs=1, batch_size=N, shuffle=False, optimizer=pgo.SGD(lr=lr), sample_weight=keep.sum(axis=1),
+              **FAST)
+    got = m.get_weights()
+    check_sgd_step(got, w0, x, dz, lr)
+    assert h["loss"][0] == pytest.approx(per_token.sum() / keep.sum(), rel=1e-6)
+    assert h["accuracy"][0] == (z.argmax(axis=-1) == y)[keep].mean()   # the targets' tokens only
+    # evaluate: each sample's mean over its targets (0 for the sample without any)
+    w1 = {k: v.astype(np.float64) for k, v in got.items()}
+    lsm1 = log_softmax64(w1["0.weight"][x] @ w1["1.weight"].T + w1["1.bias"])
+    per_sample = (-np.take_along_axis(lsm1, ids[..., None], axis=-1)[..., 0] * keep).sum(1) / np.maximum(keep.sum(1), 1)
+    assert m.evaluate(x, y)[0] == pytest.approx(per_sample.mean(), rel=1e-6)
 
 
 def test_evaluate_and_predict():
@@ -90,7 +127,8 @@ def test_weights_and_accumulation():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(y=np.zeros(N, np.int64)), r"token ids of shape \(n, 5\)"),
-    (dict(y=np.full((N, T), V)), r"token ids must be in \[0, 7\)"),
+    (dict(y=np.full((N, T), V)), r"token ids must be in \[0, 7\) or -100 \(no target\)"),
+    (dict(y=np.full((N, T), -1)), r"token ids must be in \[0, 7\) or -100 .* got range \[-1, -1\]"),
     (dict(y=np.full((N, T), 0.5)), "token ids must be integers"),
     (dict(loss="mse"), "trains with loss='cross_entropy' on token ids"),
     (dict(class_weight={0: 2.0}), "class_weight is for models with one class per sample"),

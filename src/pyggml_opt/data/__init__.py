@@ -17,15 +17,24 @@ pairs, and ``char_windows`` does it for texts. The tokenizers that turn texts in
 ``layers.Embedding``, ``CharTokenizer`` and ``BPETokenizer``, live in :mod:`pyggml_opt.text` and are
 re-exported here.
 
+Fine-tuning data: ``jsonl.py`` reads JSONL records in MLX-LM's and TRL's formats (texts, prompt /
+completion pairs, conversations) and data directories (``split_files``); ``finetune.py`` tokenizes them
+with a GGUF file's tokenizer and chat template into ``Examples`` whose trained tokens are marked
+(``tokenize_jsonl``), and lays them out as the windows, targets and weights ``fit`` takes, the tokens
+not trained marked by the loss's ``IGNORE_INDEX``.
+
 The data sets depend on numpy and the standard library only (the tokenizers are ``text``'s:
 ``BPETokenizer`` needs Hugging Face's ``tokenizers``); nothing here calls ggml.
 """
 from ..text import BPETokenizer, CharTokenizer
 from .fashion_mnist import (CLASS_NAMES, DEBIAN_FASHION_MNIST_DIR, FASHION_MNIST_FILES, default_cache_dir,
                             fashion_mnist_available, load_fashion_mnist, load_fashion_mnist_small, raw_idx_dir)
+from .finetune import Examples, tokenize_jsonl
 from .idx import read_idx, write_idx
+from .jsonl import read_records, split_files
 from .text import DEBIAN_FORTUNES_DIR, char_windows, fortune_categories, load_fortunes, sliding_windows
 
-__all__ = ["BPETokenizer", "CLASS_NAMES", "CharTokenizer", "DEBIAN_FASHION_MNIST_DIR", "DEBIAN_FORTUNES_DIR", "FASHION_MNIST_FILES", "char_windows",
-           "default_cache_dir", "fashion_mnist_available", "fortune_categories", "load_fashion_mnist",
-           "load_fashion_mnist_small", "load_fortunes", "raw_idx_dir", "read_idx", "sliding_windows", "write_idx"]
+__all__ = ["BPETokenizer", "CLASS_NAMES", "CharTokenizer", "DEBIAN_FASHION_MNIST_DIR", "DEBIAN_FORTUNES_DIR", "Examples",
+           "FASHION_MNIST_FILES", "char_windows", "default_cache_dir", "fashion_mnist_available", "fortune_categories",
+           "load_fashion_mnist", "load_fashion_mnist_small", "load_fortunes", "raw_idx_dir", "read_idx", "read_records",
+           "sliding_windows", "split_files", "tokenize_jsonl", "write_idx"]

@@ -58,7 +58,7 @@ class Graph:
 
     def _new_step_inputs(self, network: Network, ctx: Context) -> None:
         """The network's step inputs for ``batch`` samples, held by ``ctx``, built on in ``ctx_compute``."""
-        for key, sample_shape in network.step_inputs().items():
+        for key, sample_shape in network.step_inputs(self.sample_shape).items():
             t = new_input(ctx, (self.batch, *sample_shape), key, graph=self.ctx_compute)
             lib.ggml_set_input(t.ptr)
             self.step_inputs[key] = t
@@ -129,7 +129,7 @@ class StaticGraph(Graph):
         super().__init__(network, store, batch, True, sample_shape)
         shape = (batch, *self.sample_shape)
         constants = constants or {}
-        self.ctx_static = Context(3 + (len(network.step_inputs()) if training else 0) + len(constants))
+        self.ctx_static = Context(3 + (len(network.step_inputs(self.sample_shape)) if training else 0) + len(constants))
         self.buf_static: Buffer | None = None
         self.labels: Tensor | None = None
         self.constants = {key: new_input(self.ctx_static, value.shape, key, graph=self.ctx_compute)

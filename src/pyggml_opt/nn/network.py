@@ -108,10 +108,15 @@ class Network:
     def check_input(self, x: np.ndarray) -> None:
         """ValueError for input values the model cannot take (token ids out of range)."""
 
-    def step_inputs(self) -> dict[str, tuple[int, ...]]:
-        """Inputs (name -> per-sample shape) that every training step fills anew, such as dropout masks;
-        the training graph passes them to ``forward`` among the parameters, other graphs do not."""
-        return dict(self._step_inputs)
+    def step_inputs(self, sample_shape: tuple[int, ...] | None = None) -> dict[str, tuple[int, ...]]:
+        """Inputs (name -> per-sample shape) that every training step fills anew, such as dropout masks,
+        for samples of ``sample_shape`` (default the input shape: a language model also trains on
+        shorter sequences); the training graph passes them to ``forward`` among the parameters, other
+        graphs do not."""
+        if sample_shape is None or tuple(sample_shape) == self.input_shape:
+            return dict(self._step_inputs)
+        self.output_shape_for(tuple(sample_shape))  # ValueError where the parameters do not fit
+        return dict(self._build_shapes(tuple(sample_shape)).step_inputs)
 
     def fill_step_input(self, name: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         """Values of step input ``name`` for one training step (``shape``: batch first)."""

@@ -73,17 +73,18 @@ def check_x(model: Network, x: ArrayLike, name: str = "x", shorter: bool = False
     return arr
 
 
-def targets(model: Network, y: ArrayLike | None, n: int, loss: Loss, name: str = "y") -> np.ndarray | None:
-    """Targets as float32 rows, as ``loss`` takes them (``Loss.targets``): None for a loss without
-    targets; class ids become one-hot rows, token ids of sequence outputs stay ids (as float32, exact
-    below 2^24)."""
-    assert model.output_shape is not None  # built by the caller
+def targets(model: Network, y: ArrayLike | None, x: np.ndarray, loss: Loss, name: str = "y") -> np.ndarray | None:
+    """Targets of the checked samples ``x`` as float32 rows, as ``loss`` takes them (``Loss.targets``)
+    for the outputs the model gives ``x`` (a language model's shorter sequences give shorter ones): None
+    for a loss without targets; class ids become one-hot rows, token ids of sequence outputs stay ids
+    (as float32, exact below 2^24)."""
     if not loss.has_targets:
         return None
+    n = x.shape[0]
     arr = as_number_array(name, y)
     if arr.ndim == 0 or arr.shape[0] != n:
         raise ValueError(f"x and {name} have different lengths: {n} and {arr.shape[0] if arr.ndim else 'a scalar'}")
-    return loss.targets(arr, n, model.output_shape, name)
+    return loss.targets(arr, n, model.output_shape_for(tuple(x.shape[1:])), name)
 
 
 def sample_weights(sample_weight: ArrayLike | None, class_weight: dict | None, t: np.ndarray | None,
@@ -170,8 +171,8 @@ def check_validation_data(model: Network, validation_data: object, loss: Loss) -
     """(x_val, targets) from ``validation_data=(x_val, y_val)``."""
     if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
         raise ValueError("validation_data must be a pair (x_val, y_val)")
-    xv = check_x(model, validation_data[0], "validation_data[0]")
-    return xv, targets(model, validation_data[1], xv.shape[0], loss, "validation_data[1]")
+    xv = check_x(model, validation_data[0], "validation_data[0]", shorter=True)
+    return xv, targets(model, validation_data[1], xv, loss, "validation_data[1]")
 
 
 def check_verbose(verbose: int | str) -> int:

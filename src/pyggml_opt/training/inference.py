@@ -167,12 +167,12 @@ def evaluate(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, loss
     check_trainable(model)
     resolved = get_loss(loss or model.loss or DEFAULT)
     batch_size = check_int("batch_size", batch_size)
-    x = check_x(model, x)
+    x = check_x(model, x, shorter=True)
     model.require_built()
-    assert model.output_shape is not None  # built
-    t = targets(model, y, x.shape[0], resolved)
-    resolved.check(model.output_shape, None if t is None else t.shape[1])
-    bound = get_metrics(metrics, resolved, model.output_shape, None if t is None else t.shape[1:])
+    output_shape = model.output_shape_for(tuple(x.shape[1:]))
+    t = targets(model, y, x, resolved)
+    resolved.check(output_shape, None if t is None else t.shape[1])
+    bound = get_metrics(metrics, resolved, output_shape, None if t is None else t.shape[1:])
     with exclusive_use(model):
         logs = validate(model, x, t, resolved, bound, batch_size, backend, n_threads)
     if not return_uncertainty:

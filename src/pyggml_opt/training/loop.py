@@ -205,7 +205,8 @@ def fit(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, epochs: i
 
     x: (n, *input_shape) numbers (float64 and ints are converted to float32). A C-contiguous float32
        array (int32 token ids) is read in place, as torch.from_numpy shares it: no copy of the data
-       is made, so do not change x while fit runs.
+       is made, so do not change x while fit runs. A language model also trains on sequences (n, T)
+       shorter than its context (T from 1 to the context), on a graph built for that length.
     y: the targets, as the loss takes them (``pyggml_opt.nn.losses``, where each loss is defined): class
        ids (n,) or one-hot/probability rows (n, n_out) for cross-entropy (the default), token ids (n, T)
        for sequence outputs; float rows (n, n_out) for mse, mae, huber, and in [0, 1] for
@@ -277,8 +278,10 @@ def fit(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, epochs: i
     if optimizer_state is not None and not isinstance(optimizer_state, OptimizerState):
         raise TypeError(f"optimizer_state must be a model's optimizer_state, got {type(optimizer_state).__name__}")
 
-    x = check_x(model, x)  # all of it: the shape too if built, else the build below takes x's shape
-    model.ensure_built(x.shape[1:], batching.seed)
+    # all of it: the shape too if built (a language model's sequences may be shorter than its
+    # context), else the build below takes x's shape
+    x = check_x(model, x, shorter=True)
+    model.ensure_built(model.input_shape or x.shape[1:], batching.seed)
     checkpoint = load_checkpoint(resume_from, model) if resume_from is not None else None
     if checkpoint is not None:
         function_name = function_entry_name(checkpoint.loss)

@@ -106,8 +106,8 @@ class Accuracy(Metric):
     def values(self, outputs: np.ndarray, targets: np.ndarray) -> np.ndarray:
         if self._binary:
             return ((outputs > 0) == (targets >= 0.5)).ravel()
-        if outputs.ndim == 3:   # token ids (n, T) against (n, T, V)
-            return (outputs.argmax(axis=-1) == targets).ravel()
+        if outputs.ndim == 3:   # token ids (n, T) against (n, T, V), but those that are no target
+            return (outputs.argmax(axis=-1) == targets)[targets >= 0]
         return outputs.argmax(axis=1) == targets.argmax(axis=1)
 
 
@@ -130,9 +130,10 @@ class TopKAccuracy(Metric):
 
     def values(self, outputs: np.ndarray, targets: np.ndarray) -> np.ndarray:
         target = targets if outputs.ndim == 3 else targets.argmax(axis=-1)
-        score = np.take_along_axis(outputs, target.astype(np.int64)[..., None], axis=-1)
+        keep = target >= 0   # token ids that are no target (IGNORE_INDEX) count for nothing
+        score = np.take_along_axis(outputs, np.where(keep, target, 0).astype(np.int64)[..., None], axis=-1)
         above = (outputs > score).sum(axis=-1)   # classes strictly ahead of the target's
-        return ((above < self.k) & np.isfinite(score[..., 0])).ravel()
+        return ((above < self.k) & np.isfinite(score[..., 0]))[keep]
 
     def __repr__(self) -> str:
         return f"TopKAccuracy(k={self.k}, name={self.name!r})"

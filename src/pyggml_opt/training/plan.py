@@ -43,7 +43,8 @@ class Batching:
 
 @dataclass(frozen=True)
 class FitPlan:
-    """One fit, resolved: the training samples ``x`` and their ``targets`` (None for a loss without
+    """One fit, resolved: the training samples ``x`` (a language model's may be shorter than its
+    context: the training graph is built for their length) and their ``targets`` (None for a loss without
     targets), per-sample ``weights`` (None: all alike), ``validation`` data, the ``loss``, the bound
     ``metrics`` and the ``batching``.
 
@@ -80,19 +81,19 @@ def plan_fit(model: Network, x: np.ndarray, y: ArrayLike | None, loss: Loss, met
     """Resolve fit's arguments for ``model`` (built) on checked samples ``x``: ``weighting`` is
     (sample_weight, class_weight), ``validation`` (validation_split, validation_data). Every check
     raises here, before anything is allocated; ``batching``'s sizes are clamped to the training samples."""
-    assert model.output_shape is not None  # built by fit
     n = x.shape[0]
-    t = targets(model, y, n, loss)
-    loss.check(model.output_shape, None if t is None else t.shape[1])
-    bound = get_metrics(metrics, loss, model.output_shape, None if t is None else t.shape[1:])
+    output_shape = model.output_shape_for(tuple(x.shape[1:]))
+    t = targets(model, y, x, loss)
+    loss.check(output_shape, None if t is None else t.shape[1])
+    bound = get_metrics(metrics, loss, output_shape, None if t is None else t.shape[1:])
     sample_weight, class_weight = weighting
     weights = sample_weights(sample_weight, class_weight, t, n, loss)
-    if len(model.output_shape) == 2 and class_weight is not None:
+    if len(output_shape) == 2 and class_weight is not None:
         raise ValueError("class_weight is for models with one class per sample, not sequence outputs")
     if loss.batch_means and weights is not None:
         raise ValueError("sample_weight needs a loss function that returns per-sample losses (n,) or (n, 1); "
                          "this one returns a scalar")
-    own_graph = (weights is not None or loss.opt_loss is None or len(model.output_shape) == 2
+    own_graph = (weights is not None or loss.opt_loss is None or len(output_shape) == 2
                  or not counted_by_ggml_opt(bound))
     validation_split, validation_data = validation
     n_train = n - int(n * validation_split)
@@ -104,6 +105,8 @@ def plan_fit(model: Network, x: np.ndarray, y: ArrayLike | None, loss: Loss, met
         held_out = (x[n_train:], t[n_train:] if t is not None else None)
     elif validation_data is not None:
         held_out = check_validation_data(model, validation_data, loss)
+        if held_out[0].shape[1:] != x.shape[1:]:
+            raise ValueError(f"validation_data[0] has samples of shape {held_out[0].shape[1:]}, x of {x.shape[1:]}")
         if held_out[1] is not None and t is not None and held_out[1].shape[1] != t.shape[1]:
             raise ValueError(f"validation_data[1] has label rows of width {held_out[1].shape[1]}, y of {t.shape[1]}")
     return FitPlan(x[:n_train], t[:n_train] if t is not None else None,

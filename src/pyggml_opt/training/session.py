@@ -120,8 +120,8 @@ class TrainingSession:
         """Build the training graph and the ggml-opt context for ``plan``'s physical batch over its
         training samples, read in place where they are C-contiguous with the input's dtype (else copied
         once, as rows)."""
-        assert network.input_shape is not None and network.output_shape is not None  # built by fit
-        n, ne_x = plan.x.shape[0], int(np.prod(network.input_shape))
+        sample_shape = tuple(plan.x.shape[1:])
+        n, ne_x = plan.x.shape[0], int(np.prod(sample_shape))
         x = np.ascontiguousarray(plan.x.reshape(n, ne_x), dtype=network.input_dtype)
         label_rows, width = plan.label_rows()
         main = session.scheduler.main
@@ -134,8 +134,9 @@ class TrainingSession:
         store = network.params_on(main)
         own = plan.own_loss_graph
         graph = StaticGraph(network, store, physical, rows_of=rows.tensor if rows is not None else None,
-                            labels_width=width if own else None, training=True,
-                            constants=plan.loss.graph_constants(network.output_shape) if own else None)
+                            labels_width=width if own else None, training=True, sample_shape=sample_shape,
+                            constants=plan.loss.graph_constants(network.output_shape_for(sample_shape))
+                            if own else None)
         outputs = graph.outputs
         if own:
             assert graph.labels is not None  # made for labels_width

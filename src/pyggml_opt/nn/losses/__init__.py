@@ -13,7 +13,8 @@ Each per-sample loss is the mean over the outputs of the element-wise loss (PyTo
   - mae: |o - y|;  huber (delta 1, PyTorch's HuberLoss): d^2 / 2 for |d| < 1, else |d| - 1/2;
   - binary_cross_entropy: on logits, log(1 + exp(o)) - y o (PyTorch's BCEWithLogitsLoss), y in [0, 1].
 Sequence outputs (n, T, V) with token ids (n, T) take cross-entropy per token, averaged over the tokens
-of a sample (all samples have T tokens: the mean over every token, PyTorch's cross_entropy). "mean" and
+of a sample (all samples have T tokens: the mean over every token, PyTorch's cross_entropy); ids equal
+to ``IGNORE_INDEX`` (-100) are no target, left out of that mean (prompt tokens, padding). "mean" and
 "sum" take no targets: the model's output is the loss.
 
 A loss function ``fn(outputs, labels) -> Tensor`` is built from ``pyggml_opt.ops`` on the outputs and
@@ -25,8 +26,8 @@ from .base import (FUNCTION_ENTRY, FunctionLoss, Loss, LossFn, LossSpec, find_lo
                    loss_entry, losses_where, register_loss)
 from .named import (DEFAULT, BinaryCrossEntropy, CrossEntropy, Huber, Mean, MeanAbsoluteError, MeanSquaredError,
                     Sum)
-from .numeric import softmax
+from .numeric import IGNORE_INDEX, softmax
 
-__all__ = ["BinaryCrossEntropy", "CrossEntropy", "DEFAULT", "FUNCTION_ENTRY", "FunctionLoss", "Huber", "Loss", "LossFn",
-           "LossSpec", "Mean", "MeanAbsoluteError", "MeanSquaredError", "Sum", "find_loss", "function_entry_name",
-           "get_loss", "loss_entry", "losses_where", "register_loss", "softmax"]
+__all__ = ["BinaryCrossEntropy", "CrossEntropy", "DEFAULT", "FUNCTION_ENTRY", "FunctionLoss", "Huber", "IGNORE_INDEX",
+           "Loss", "LossFn", "LossSpec", "Mean", "MeanAbsoluteError", "MeanSquaredError", "Sum", "find_loss",
+           "function_entry_name", "get_loss", "loss_entry", "losses_where", "register_loss", "softmax"]

@@ -14,7 +14,13 @@ HUBER_DELTA = 1.0
 
 
 class CrossEntropy(Loss):
-    """Softmax cross-entropy of logits against class ids, one-hot or probability rows, or token ids."""
+    """Softmax cross-entropy of logits against class ids, one-hot or probability rows, or token ids.
+
+    Token ids (n, T) equal to ``IGNORE_INDEX`` (-100, PyTorch's ``ignore_index``) are no target: they
+    add no loss and no gradient (prompt tokens, padding), and each sample's loss is the mean over its
+    other tokens (0 where none is left). ``sample_weight`` = each sample's count of such tokens makes
+    every step's loss the mean over its batch's tokens, as Hugging Face's Trainer and MLX-LM weigh them
+    (``pyggml_opt.data.finetune`` gives those counts)."""
 
     name = "cross_entropy"
     opt_loss = OptLoss.CROSS_ENTROPY
@@ -32,22 +38,28 @@ class CrossEntropy(Loss):
             raise ValueError(f"{name}: {self.name} targets must be one-hot or probability rows (>= 0, summing to 1)")
 
     def per_sample(self, outputs: Tensor, y: Tensor, constants: dict[str, Tensor]) -> Tensor:
-        if outputs.ndim == 3:   # token ids (n, T): the mean over a sample's tokens
+        if outputs.ndim == 3:   # token ids (n, T): the mean over a sample's tokens that are not IGNORE_INDEX
             # each token's log-sum-exp minus its target's logit, picked by id: no one-hot labels, so the
             # graph's memory is a few logits-sized tensors whatever the vocabulary (one-hot rows of
             # every token would be tokens x vocab floats)
             n, steps, vocab = outputs.shape
             shifted, log_denominator = ops.log_sum_exp(ops.reshape(outputs, n * steps, vocab))
-            target = ops.pick(shifted, ops.reshape(ops.to_int32(y), n * steps))
-            return ops.mean(ops.reshape(ops.sub(log_denominator, target), n, steps))
+            # ignored tokens (ids < 0) pick id 0 and count 0: no loss, no gradient
+            ids = ops.to_int32(ops.clamp(y, 0.0, float(vocab - 1)))
+            keep = ops.clamp(ops.scale(y, 1.0, 1.0), 0.0, 1.0)
+            target = ops.pick(shifted, ops.reshape(ids, n * steps))
+            per_token = ops.mul(ops.reshape(ops.sub(log_denominator, target), n, steps), keep)
+            return ops.div(ops.sum_rows(per_token), ops.clamp(ops.sum_rows(keep), 1.0, float(steps)))
         return ops.neg(ops.sum_rows(ops.mul(y, ops.log_softmax(outputs))))
 
     def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
         assert targets is not None  # has targets
         o = outputs.astype(np.float64)
         if o.ndim == 3:
-            ids = targets.astype(np.int64)[..., None]
-            return -np.take_along_axis(log_softmax(o), ids, axis=-1)[..., 0].mean(axis=1)
+            keep = targets >= 0
+            ids = np.where(keep, targets, 0).astype(np.int64)[..., None]
+            per_token = -np.take_along_axis(log_softmax(o), ids, axis=-1)[..., 0] * keep
+            return per_token.sum(axis=1) / np.maximum(keep.sum(axis=1), 1)
         return -(targets.astype(np.float64) * log_softmax(o)).sum(axis=1)
 
 

@@ -27,16 +27,22 @@ def class_rows(arr: np.ndarray, n: int, n_out: int, name: str) -> np.ndarray:
     return onehot
 
 
+IGNORE_INDEX = -100  # a token id that is no target (PyTorch's ignore_index): prompt tokens, padding
+
+
 def token_targets(arr: np.ndarray, output_shape: tuple[int, ...], name: str) -> np.ndarray:
-    """Token ids (n, T) for a model whose outputs are (T, V) logits per sample."""
+    """Token ids (n, T) for a model whose outputs are (T, V) logits per sample; ``IGNORE_INDEX`` marks
+    a token that is no target."""
     steps, vocab = output_shape
     if arr.shape[1:] != (steps,):
         raise ValueError(f"{name} must hold token ids of shape (n, {steps}) for outputs of shape {output_shape}, "
                          f"got {arr.shape}")
     if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or (arr != np.round(arr)).any()):
         raise ValueError(f"{name}: token ids must be integers")
-    if arr.size and (arr.min() < 0 or arr.max() >= vocab):
-        raise ValueError(f"{name}: token ids must be in [0, {vocab}), got range [{arr.min()}, {arr.max()}]")
+    targeted = arr[arr != IGNORE_INDEX]
+    if targeted.size and (targeted.min() < 0 or targeted.max() >= vocab):
+        raise ValueError(f"{name}: token ids must be in [0, {vocab}) or {IGNORE_INDEX} (no target), got range "
+                         f"[{targeted.min()}, {targeted.max()}]")
     return arr.astype(np.float32)
 
 
