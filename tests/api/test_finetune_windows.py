@@ -90,3 +90,70 @@ def test_a_language_model_trains_and_validates_on_windows_shorter_than_its_conte
         m.fit(x, y, validation_data=(x[:, :8], y[:, :8]), **FAST)
     with pytest.raises(ValueError, match="sequences of 33 ids, longer than the model's context of 32"):
         m.fit(np.zeros((2, CONTEXT + 1), np.int32), np.zeros((2, CONTEXT + 1), np.int32), **FAST)
+
+
+def test_packed_windows_hold_every_example_once_at_its_own_positions():
+    ex = examples(lengths=(9, 5, 14, 7, 3, 11, 6))
+    x, y, w = ex.packed(16)
+    assert x.shape == (4, 3, 16) and y.shape == (4, 16) and w.sum() == ex.n_targets
+    found = []
+    for r in range(len(x)):
+        ids, positions, documents = x[r]
+        for d in np.unique(documents):
+            steps = np.flatnonzero(documents == d)
+            assert (np.diff(steps) == 1).all()   # a document's steps are one run
+            if (y[r, steps] == IGNORE_INDEX).all() and (ids[steps] == 0).all():
+                continue  # the padding, after the documents
+            np.testing.assert_array_equal(positions[steps], np.arange(len(steps)))
+            found.append((tuple(ids[steps]), tuple(y[r, steps])))
+    want = []
+    for i in range(len(ex)):
+        ids, trained = ex.example(i)
+        want.append((tuple(ids[:-1]), tuple(np.where(trained[1:], ids[1:], IGNORE_INDEX))))
+    assert sorted(found) == sorted(want)
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt"])
+def test_packed_windows_train_and_predict_as_every_example_alone(family):
+    """No example attends to another packed beside it, and each sees its own positions (rotary ones in a
+    llama, a gpt's learnt ones): one SGD step on packed windows equals one on padded windows, and
+    predict's logits of a packed example are those of the example alone."""
+    ex = examples(lengths=(9, 5, 14, 7, 3, 11, 6))
+    make = {"llama": lambda: pgo.models.llama(VOCAB, CONTEXT, 16, 2, 2),
+            "gpt": lambda: pgo.models.gpt(VOCAB, CONTEXT, 16, 2, 2)}[family]
+    runs = []
+    for x, y, w in (ex.windows(16), ex.packed(16)):
+        m = make()
+        h = m.fit(x, y, sample_weight=w, epochs=1, batch_size=len(x), shuffle=False, optimizer=pgo.SGD(lr=0.1),
+                  **FAST)
+        runs.append((h["loss"][0], m))
+    (padded_loss, padded), (packed_loss, packed) = runs
+    assert packed_loss == pytest.approx(padded_loss, rel=1e-6)
+    for k, v in padded.get_weights().items():
+        np.testing.assert_allclose(packed.get_weights()[k], v, rtol=0, atol=1e-6, err_msg=k)
+    x, _, _ = ex.packed(16)
+    logits = packed.predict(x, logits=True)
+    documents = x[0, 2]
+    for d in np.unique(documents)[:-1]:
+        steps = np.flatnonzero(documents == d)
+        alone = packed.predict(x[0, 0, steps][None], logits=True)[0]
+        np.testing.assert_allclose(logits[0, steps], alone, rtol=0, atol=1e-5)
+
+
+def test_bad_packed_windows_are_refused():
+    m = model()
+    x, y, _ = examples().packed(16)
+    bad = x.copy()
+    bad[0, 1, 0] = CONTEXT
+    with pytest.raises(ValueError, match=r"positions \(row 1\) must be in \[0, 32\)"):
+        m.fit(bad, y, **FAST)
+    bad = x.copy()
+    bad[0, 2, 0] = -1
+    with pytest.raises(ValueError, match=r"document indices \(row 2\) must be >= 0"):
+        m.predict(bad)
+    with pytest.raises(ValueError, match=r"samples of shape \(3, 33\)"):
+        m.predict(np.zeros((1, 3, CONTEXT + 1), np.int32))
+    with pytest.raises(ValueError, match=r"samples of shape \(2, 16\)"):
+        m.predict(x[:, :2])
+    with pytest.raises(ValueError, match="packed windows of 12 steps cannot hold an example of 14 tokens"):
+        examples().packed(12)

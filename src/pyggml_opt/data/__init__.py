@@ -20,8 +20,8 @@ re-exported here.
 Fine-tuning data: ``jsonl.py`` reads JSONL records in MLX-LM's and TRL's formats (texts, prompt /
 completion pairs, conversations) and data directories (``split_files``); ``finetune.py`` tokenizes them
 with a GGUF file's tokenizer and chat template into ``Examples`` whose trained tokens are marked
-(``tokenize_jsonl``), and lays them out as the windows, targets and weights ``fit`` takes, the tokens
-not trained marked by the loss's ``IGNORE_INDEX``.
+(``tokenize_jsonl``), and lays them out as the windows, targets and weights ``fit`` takes (one example
+per row, or several packed per row), the tokens not trained marked by the loss's ``IGNORE_INDEX``.
 
 The data sets depend on numpy and the standard library only (the tokenizers are ``text``'s:
 ``BPETokenizer`` needs Hugging Face's ``tokenizers``); nothing here calls ggml.

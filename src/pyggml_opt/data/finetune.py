@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..nn import PACKED_ROWS
 from ..nn.losses import IGNORE_INDEX
 from ..text import GGUFTokenizer
 from .jsonl import read_records
@@ -86,6 +87,45 @@ class Examples:
             ids, trained = self.example(i)
             x[i, :len(ids) - 1] = ids[:-1]
             y[i, :len(ids) - 1] = np.where(trained[1:], ids[1:], IGNORE_INDEX)
+        return x, y, (y != IGNORE_INDEX).sum(axis=1).astype(np.float64)
+
+
+    def packed(self, length: int | None = None, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(x, y, weights) with several examples per row of ``length`` steps (default the longest
+        example's length - 1), placed first-fit in order of decreasing length: x (n, 3, length) holds
+        each row's ids (as ``windows``), their positions (restarting at 0 with each example) and each
+        example's index within its row (padding a last index of its own), which a language model takes
+        as packed windows (``Network.packed_steps``: no example attends to another, each at its own
+        positions: every example trains as alone); y and weights as ``windows``."""
+        sizes = self.lengths() - 1
+        steps = int(sizes.max()) if length is None else int(length)
+        if steps < 1 or int(sizes.max()) > steps:
+            raise ValueError(f"packed windows of {steps} steps cannot hold an example of {int(sizes.max()) + 1} tokens")
+        free = np.empty(0, np.int64)   # the steps each row has left
+        place = np.empty(len(self), np.int64)
+        for i in np.argsort(-sizes, kind="stable"):
+            fits = np.flatnonzero(free >= sizes[i])
+            r = int(fits[0]) if fits.size else len(free)
+            if r == len(free):
+                free = np.r_[free, steps]
+            free[r] -= sizes[i]
+            place[i] = r
+        n = len(free)
+        x = np.zeros((n, PACKED_ROWS, steps), np.int32)
+        x[:, 0] = pad_id
+        y = np.full((n, steps), IGNORE_INDEX, np.int32)
+        fill = np.zeros(n, np.int64)
+        count = np.zeros(n, np.int32)
+        for i in range(len(self)):   # in the examples' order within each row
+            r, at, size = place[i], fill[place[i]], sizes[i]
+            ids, trained = self.example(i)
+            x[r, 0, at:at + size] = ids[:-1]
+            x[r, 1, at:at + size] = np.arange(size)
+            x[r, 2, at:at + size] = count[r]
+            y[r, at:at + size] = np.where(trained[1:], ids[1:], IGNORE_INDEX)
+            fill[r] += size
+            count[r] += 1
+        x[:, 2] = np.where(np.arange(steps) >= fill[:, None], count[:, None], x[:, 2])  # the padding's own index
         return x, y, (y != IGNORE_INDEX).sum(axis=1).astype(np.float64)
 
 

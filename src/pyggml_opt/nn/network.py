@@ -35,6 +35,9 @@ from .use_lock import UseLock
 
 _N = TypeVar("_N", bound="Network")
 
+# the rows of a packed window (``Network.packed_steps``): the ids, their positions, their document index
+PACKED_ROWS = 3
+
 
 @dataclass(frozen=True)
 class NetworkShapes:
@@ -107,6 +110,13 @@ class Network:
 
     def check_input(self, x: np.ndarray) -> None:
         """ValueError for input values the model cannot take (token ids out of range)."""
+
+    def packed_steps(self, sample_shape: tuple[int, ...]) -> int | None:
+        """The steps T of packed windows of ``sample_shape`` (``PACKED_ROWS``, T), int32 rows of ids, their
+        positions and their document index: several documents in one sequence, each at its own positions
+        and attending to itself only (a language model's fine-tuning data); None where the network takes
+        no such samples (the default)."""
+        return None
 
     def step_inputs(self, sample_shape: tuple[int, ...] | None = None) -> dict[str, tuple[int, ...]]:
         """Inputs (name -> per-sample shape) that every training step fills anew, such as dropout masks,

@@ -33,13 +33,13 @@ def check_x(model: Network, x: ArrayLike, name: str = "x", shorter: bool = False
     """Samples (n, *input_shape): finite numbers that fit float32, or for a model that takes ids
     (``input_dtype`` "int32", an Embedding first) integers the model accepts; with ``shorter``, for a
     model of sequences (a language model), sequences of 1 to ``input_shape[0]`` ids whose outputs its
-    parameters give (``Network.output_shape_for``)."""
+    parameters give (``Network.output_shape_for``) and packed windows (``Network.packed_steps``)."""
     arr = as_number_array(name, x)
     if model.input_dtype == "int32":
         if arr.dtype.kind not in "iu":
             raise TypeError(f"{name} must hold integer token ids for a model that starts with an Embedding, "
                             f"got dtype {arr.dtype}")
-        if arr.ndim == 2 and arr.size:
+        if arr.ndim >= 2 and arr.size:
             model.check_input(arr)
     if arr.ndim < 2:
         raise ValueError(f"{name} must have a batch axis first: shape (n, features...), got {arr.shape}")
@@ -50,6 +50,8 @@ def check_x(model: Network, x: ArrayLike, name: str = "x", shorter: bool = False
                          "are supported")
     if model.built and tuple(arr.shape[1:]) != model.input_shape:
         assert model.input_shape is not None  # built
+        if shorter and model.packed_steps(tuple(arr.shape[1:])) is not None:
+            return arr
         if model.input_dtype == "int32" and arr.ndim == 2 == 1 + len(model.input_shape):
             if shorter and 0 < arr.shape[1] < model.input_shape[0]:
                 model.output_shape_for(arr.shape[1:])  # ValueError where the parameters do not fit

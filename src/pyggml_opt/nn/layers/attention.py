@@ -20,7 +20,7 @@ def attend(q: Tensor, k: Tensor, v: Tensor, causal: bool, state: SequenceState) 
     heads merged: (n, T, heads * d_head). In a decoding graph (``state`` holds the layer's ``k_cache`` /
     ``v_cache``, the steps' ``positions`` and the ``kv_mask`` over the cached rows) the new keys and
     values go into the cache and the queries attend over its rows; else over the T steps (causal or
-    not, the padding mask where the model has one)."""
+    not, the padding mask where the model has one, the documents' mask in packed windows)."""
     n, steps, heads, d_head = q.shape
     if "k_cache" in state.caches:
         assert state.kv_mask is not None and state.positions is not None  # a decoding graph gives all three
@@ -29,6 +29,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, causal: bool, state: SequenceState) 
         out = F.cached_attention(q, keys, values, state.kv_mask)
     else:
         mask = F.attention_mask(state.padding) if state.padding is not None else None
+        if state.documents is not None:
+            mask = state.documents if mask is None else F.add(state.documents, mask)
         q, k, v = (F.permute(t, 0, 2, 1, 3) for t in (q, k, v))
         out = F.permute(F.attention(q, k, v, causal, mask), 0, 2, 1, 3)
     return F.reshape(out, n, steps, heads * d_head)

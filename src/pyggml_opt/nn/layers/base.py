@@ -24,10 +24,14 @@ class SequenceState:
     attention layers, named by the layer's path ("blk0.attn.k_cache"); ``within`` narrows them to a
     sublayer's, so that an attention layer finds its own as "k_cache" / "v_cache". ``last_steps``: a
     decoding graph that wants the outputs of its last steps only (a prompt's next token): a model may
-    drop the other steps where all that follows computes each step alone (``Layer.decoding`` "steps")."""
+    drop the other steps where all that follows computes each step alone (``Layer.decoding`` "steps").
+    In packed windows (several documents per sequence), ``positions`` are int32 (n, T), restarting at
+    each document, and ``documents`` the additive mask (n, 1, T, T) that keeps each document's steps
+    from attending to another's (``ops.document_mask``)."""
 
     padding: Tensor | None = None
     positions: Tensor | None = None
+    documents: Tensor | None = None
     kv_mask: Tensor | None = None
     caches: Mapping[str, Tensor] = field(default_factory=dict)
     last_steps: int | None = None

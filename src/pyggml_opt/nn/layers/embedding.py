@@ -87,8 +87,9 @@ class PositionalEmbedding(Layer):
 
     def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
         positions = state.positions if state is not None else None
-        if positions is not None:  # a decoding graph: the steps' own positions (nn/decoding.py)
-            return F.add(x, F.embedding(F.reshape(positions, 1, positions.shape[0]), params["weight"]))
+        if positions is not None:  # a decoding graph's steps (nn/decoding.py), packed windows' documents
+            ids = positions if positions.ndim == 2 else F.reshape(positions, 1, positions.shape[0])
+            return F.add(x, F.embedding(ids, params["weight"]))
         return F.add(x, F.rows(params["weight"], 0, x.shape[1], graph=x))
 
     def get_config(self) -> dict:

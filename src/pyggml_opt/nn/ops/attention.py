@@ -75,7 +75,8 @@ def rope(x: Tensor, base: float = 10000.0, mode: str = "neox", positions: Tensor
     "rotate half" convention of GPT-NeoX and of Hugging Face's LLaMA; ggml's NEOX mode); "norm" pairs
     adjacent features (2i, 2i + 1) (ggml's NORM mode: llama.cpp's rope for its ``llama`` architecture).
     Positions are 0 .. T-1, made inside the graph, so the op needs no input of its own, unless
-    ``positions`` (int32 (T,): a decoding graph's steps, which start after the cached ones) gives them;
+    ``positions`` gives them: int32 (T,) for every sequence (a decoding graph's steps, which start after
+    the cached ones), or (n, T), each sequence its own (packed windows, restarting at each document);
     ggml differentiates ROPE."""
     check_tensor("x", x)
     if x.ndim != 4 or x.shape[3] % 2:
@@ -86,14 +87,19 @@ def rope(x: Tensor, base: float = 10000.0, mode: str = "neox", positions: Tensor
         raise ValueError(f"rope: mode must be one of {sorted(ROPE_MODES)}, got {mode!r}")
     src = contiguous(x)
     ctx = graph_context(src).ptr
-    steps = src.shape[1]
+    n, steps, heads, d_head = src.shape
+    if positions is not None and positions.shape == (n, steps) and positions.ptr.type == lib.GGML_TYPE_I32:
+        # ggml's positions index the steps axis only: the sequences one after another along it
+        flat = rope(reshape(src, 1, n * steps, heads, d_head), base, mode, reshape(contiguous(positions), n * steps))
+        return reshape(flat, n, steps, heads, d_head)
     if positions is None:
         pos = lib.ggml_cast(ctx, lib.ggml_arange(ctx, 0.0, float(steps), 1.0), lib.GGML_TYPE_I32)
     elif positions.shape != (steps,) or positions.ptr.type != lib.GGML_TYPE_I32:
-        raise ValueError(f"rope: positions must be int32 ({steps},) for x of shape {x.shape}, got {positions.shape}")
+        raise ValueError(f"rope: positions must be int32 ({steps},) or ({n}, {steps}) for x of shape {x.shape}, "
+                         f"got {positions.shape}")
     else:
         pos = positions.ptr
-    return wrap(lib.ggml_rope_ext(ctx, src.ptr, pos, ffi.NULL, src.shape[3], ROPE_MODES[mode], 0,
+    return wrap(lib.ggml_rope_ext(ctx, src.ptr, pos, ffi.NULL, d_head, ROPE_MODES[mode], 0,
                                   float(base), 1.0, 0.0, 1.0, 0.0, 0.0), src)
 
 
@@ -170,6 +176,23 @@ def attention_mask(keep: Tensor) -> Tensor:
     ctx = graph_context(keep).ptr
     mask = lib.ggml_scale_bias(ctx, keep.ptr, -PAD_SCORE, PAD_SCORE)
     return wrap(lib.ggml_reshape_4d(ctx, mask, steps, 1, 1, n), keep, ndim=4)
+
+
+def document_mask(documents: Tensor) -> Tensor:
+    """The additive attention mask (n, 1, T, T) of packed windows' document indices (int32 (n, T)): 0
+    where a query and a key are of one document, ``PAD_SCORE`` elsewhere, so that no document attends to
+    another packed beside it (``attention(..., mask=)``; the causal mask comes on top). No gradient."""
+    check_tensor("documents", documents)
+    if documents.ptr.type != lib.GGML_TYPE_I32 or documents.ndim != 2:
+        raise TypeError(f"document_mask: documents must be an int32 (n, T) tensor, got shape {documents.shape}")
+    n, steps = documents.shape
+    ctx = graph_context(documents).ptr
+    index = lib.ggml_cast(ctx, contiguous(documents).ptr, lib.GGML_TYPE_F32)
+    queries = lib.ggml_repeat_4d(ctx, lib.ggml_reshape_4d(ctx, index, 1, steps, 1, n), steps, steps, 1, n)
+    keys = lib.ggml_reshape_4d(ctx, index, steps, 1, 1, n)
+    # |query's document - key's document| - 1/2 is negative exactly within a document (indices are integers)
+    apart = lib.ggml_step(ctx, lib.ggml_scale_bias(ctx, lib.ggml_abs(ctx, lib.ggml_sub(ctx, queries, keys)), 1.0, -0.5))
+    return wrap(lib.ggml_scale(ctx, apart, PAD_SCORE), documents, ndim=4)
 
 
 def padding_mask(ids: Tensor, pad_id: int = 0) -> Tensor:

@@ -103,6 +103,16 @@ def rows(a: Tensor, start: int, stop: int, graph: Tensor | None = None) -> Tenso
     return Tensor(view, ctx, ctx, 2)
 
 
+def select(a: Tensor, i: int) -> Tensor:
+    """a[:, i] of a 3-D tensor (n, k, m): (n, m), a contiguous copy (of any type: int32 ids too)."""
+    check_tensor("a", a)
+    if a.ndim != 3 or not 0 <= i < a.shape[1]:
+        raise ValueError(f"select: cannot take a[:, {i}] of a tensor of shape {a.shape}")
+    p = a.ptr
+    view = lib.ggml_view_2d(graph_context(a).ptr, p, p.ne[0], a.shape[0], p.nb[2], i * p.nb[1])
+    return cont(wrap(view, a, ndim=2))
+
+
 def last_steps(a: Tensor, k: int) -> Tensor:
     """a[:, -k:] of a (n, T, d) tensor: the last ``k`` steps of each sequence, as a contiguous copy (``a``
     itself when it has ``k`` steps)."""
