@@ -116,6 +116,34 @@ def test_weights_stay_with_their_samples_through_shuffling_and_validation():
     assert np.isfinite(h["val_loss"]).all() and np.isfinite(h["accuracy"]).all()
 
 
+def test_evaluate_and_validation_weigh_the_loss_as_fit_does():
+    """evaluate(sample_weight=) and validation_data=(x, y, w) (Keras's) give the weighted mean loss
+    sum(w l) / sum(w) of float64 numpy, batch by batch as at once; validation_split keeps its samples'
+    weights; metrics stay unweighted."""
+    x, y, w = data()
+    m = linear()
+    wts = {k: v.astype(np.float64) for k, v in m.get_weights().items()}
+    z = x @ wts["0.weight"].T + wts["0.bias"]
+    per = -log_softmax64(z)[np.arange(N), y]
+    accuracy = (z.argmax(axis=1) == y).mean()
+    for batch_size in (N, 5):
+        loss, acc = m.evaluate(x, y, sample_weight=w, batch_size=batch_size)
+        assert loss == pytest.approx((w * per).sum() / w.sum(), rel=1e-6)
+        assert acc == pytest.approx(accuracy)
+    assert m.evaluate(x, y)[0] == pytest.approx(per.mean(), rel=1e-6)
+    lr = 1e-30  # no step changes the weights: the validation loss is the one above
+    h = m.fit(x, y, epochs=1, batch_size=N, validation_data=(x, y, w), optimizer=pgo.SGD(lr=lr), **FAST)
+    assert h["val_loss"][0] == pytest.approx((w * per).sum() / w.sum(), rel=1e-6)
+    x2, y2, w2 = np.r_[x, x], np.r_[y, y], np.r_[np.ones(N), w]
+    h = m.fit(x2, y2, epochs=1, batch_size=N, validation_split=0.5, sample_weight=w2, optimizer=pgo.SGD(lr=lr),
+              **FAST)
+    assert h["val_loss"][0] == pytest.approx((w * per).sum() / w.sum(), rel=1e-6)
+    with pytest.raises(ValueError, match="a pair .* or a triple"):
+        m.fit(x, y, validation_data=(x, y, w, w), **FAST)
+    with pytest.raises(ValueError, match=r"sample_weight must have shape \(12,\)"):
+        m.evaluate(x, y, sample_weight=w[:5])
+
+
 @pytest.mark.parametrize("kwargs, err, match", [
     (dict(sample_weight=np.ones(5)), ValueError, r"sample_weight must have shape \(12,\)"),
     (dict(sample_weight=-np.ones(12)), ValueError, "finite and >= 0"),

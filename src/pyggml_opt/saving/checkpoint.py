@@ -28,6 +28,7 @@ import numpy as np
 from ..core import GGUFFile, OptimizerState
 from ..core.tensor_data import Weight
 from ..nn import Network
+from ..nn.lora import lora_settings
 from ..nn.params import check_param_name
 from .model_file import check_architecture, read_weights, save, stored_name
 
@@ -56,7 +57,8 @@ def save_checkpoint(model: Network, path: str | os.PathLike[str], epoch: int, st
              PREFIX + "history": json.dumps(history or {})}
     tensors = {f"optimizer.m.{k}": v for k, v in state.m.items()}
     tensors.update({f"optimizer.v.{k}": v for k, v in state.v.items()})
-    save(model, path, extra, tensors)
+    # the file's own layout, but for a model with LoRA adapters, which only pyggml_opt's holds whole
+    save(model, path, extra, tensors, format="pyggml_opt" if lora_settings(model) else None)
 
 
 def load_checkpoint(path: str | os.PathLike[str], model: Network) -> Checkpoint:

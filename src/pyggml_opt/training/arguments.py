@@ -169,12 +169,16 @@ def check_validation_split(validation_split: float, validation_data: object) -> 
     return validation_split
 
 
-def check_validation_data(model: Network, validation_data: object, loss: Loss) -> tuple[np.ndarray, np.ndarray | None]:
-    """(x_val, targets) from ``validation_data=(x_val, y_val)``."""
-    if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-        raise ValueError("validation_data must be a pair (x_val, y_val)")
+def check_validation_data(model: Network, validation_data: object, loss: Loss
+                          ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(x_val, targets, weights or None) from ``validation_data=(x_val, y_val)`` or ``(x_val, y_val,
+    sample_weight_val)`` (Keras's)."""
+    if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+        raise ValueError("validation_data must be a pair (x_val, y_val) or a triple (x_val, y_val, sample_weight_val)")
     xv = check_x(model, validation_data[0], "validation_data[0]", shorter=True)
-    return xv, targets(model, validation_data[1], xv, loss, "validation_data[1]")
+    tv = targets(model, validation_data[1], xv, loss, "validation_data[1]")
+    wv = sample_weights(validation_data[2], None, tv, xv.shape[0], loss) if len(validation_data) == 3 else None
+    return xv, tv, wv
 
 
 def check_verbose(verbose: int | str) -> int:

@@ -9,7 +9,7 @@ allocation-based graphs (``ggml_opt_prepare_alloc`` / ``ggml_opt_alloc``), which
 also computes the loss of each sample, from label rows given beside the input."""
 from __future__ import annotations
 
-from typing import Literal, Sequence, overload
+from typing import Iterator, Literal, Sequence, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -18,8 +18,8 @@ from ..checks import check_int
 from ..core import OptContext, OptLoss, Scheduler, tensor_data
 from ..nn import AllocGraph, Network, ParamStore
 from ..nn.losses import DEFAULT, Loss, LossSpec, find_loss, get_loss, softmax
-from .arguments import check_x, targets
-from .logs import evaluation_logs
+from .arguments import check_x, sample_weights, targets
+from .logs import EvaluationLogs
 from .metrics import Metric, Metrics, get_metrics
 from .session import device_of, exclusive_use, session_for
 from .trainable import Trainable, check_trainable
@@ -59,12 +59,12 @@ class Inference:
         self.opt_ctx.close()
 
 
-def forward(network: Trainable, x: np.ndarray, batch_size: int, backend: str | None = None,
-            n_threads: int | None = None, labels: np.ndarray | None = None,
-            loss: Loss | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Raw outputs (n, n_out) of ``network`` for checked samples ``x``, on ``backend`` (default: the
-    network's own), and for a loss evaluated in the graph with label rows ``labels`` the loss per sample.
-    The caller holds the network's lock."""
+def forward_batches(network: Trainable, x: np.ndarray, batch_size: int, backend: str | None = None,
+                    n_threads: int | None = None, labels: np.ndarray | None = None,
+                    loss: Loss | None = None) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    """Raw outputs (b, n_out) of ``network`` for checked samples ``x``, batch by batch of ``batch_size``
+    (the last one shorter), on ``backend`` (default: the network's own), and for a loss evaluated in the
+    graph with label rows ``labels`` the loss per sample. The caller holds the network's lock."""
     device = device_of(network, backend)
     current = network.session
     if network.busy is not None and current is not None and device != current.device:
@@ -72,7 +72,6 @@ def forward(network: Trainable, x: np.ndarray, batch_size: int, backend: str | N
         raise ValueError(f"predict / evaluate while {network.busy} must use its backend {current.device!r}, got {backend!r}")
     s = session_for(network, backend, n_threads)
     store = network.params_on(s.scheduler.main)
-    outputs, losses = [], []
     try:
         for start in range(0, x.shape[0], batch_size):
             b = slice(start, start + batch_size)
@@ -84,14 +83,11 @@ def forward(network: Trainable, x: np.ndarray, batch_size: int, backend: str | N
             cached = (s.forwards.get(network, store, xb.shape[0], first_use=again, sample_shape=xb.shape[1:])
                       if loss is None else None)
             if cached is not None:
-                outputs.append(cached.run(xb))
+                yield cached.run(xb), None
                 continue
             if s.inference is None:
                 s.inference = Inference(s.scheduler)
-            out, per = s.inference.run(network, store, xb, None if labels is None else labels[b], loss)
-            outputs.append(out)
-            if per is not None:
-                losses.append(per)
+            yield s.inference.run(network, store, xb, None if labels is None else labels[b], loss)
     except BaseException:
         # interrupted between ggml_opt_alloc and ggml_opt_eval (Ctrl+C), the context would abort on
         # its next alloc: start the next call with a fresh one
@@ -99,9 +95,13 @@ def forward(network: Trainable, x: np.ndarray, batch_size: int, backend: str | N
             s.inference.close()
             s.inference = None
         raise
-    if len(outputs) == 1 and not losses:
-        return outputs[0], None
-    return np.concatenate(outputs, axis=0), np.concatenate(losses) if losses else None
+
+
+def forward(network: Trainable, x: np.ndarray, batch_size: int, backend: str | None = None,
+            n_threads: int | None = None) -> np.ndarray:
+    """Raw outputs (n, n_out) of ``network`` for checked samples ``x`` (``forward_batches``, joined)."""
+    outputs = [out for out, _ in forward_batches(network, x, batch_size, backend, n_threads)]
+    return outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=0)
 
 
 def predict(model: Trainable, x: ArrayLike, *, batch_size: int = 256, logits: bool | None = None,
@@ -120,7 +120,7 @@ def predict(model: Trainable, x: ArrayLike, *, batch_size: int = 256, logits: bo
     x = check_x(model, x, shorter=True)
     model.require_built()
     with exclusive_use(model):
-        out = forward(model, x, batch_size, backend, n_threads)[0]
+        out = forward(model, x, batch_size, backend, n_threads)
     loss = find_loss(model.loss)
     as_probs = (loss is not None and loss.logits) if logits is None else not logits
     if not as_probs:
@@ -129,34 +129,47 @@ def predict(model: Trainable, x: ArrayLike, *, batch_size: int = 256, logits: bo
 
 
 def validate(model: Trainable, x: np.ndarray, t: np.ndarray | None, loss: Loss, metrics: Sequence[Metric],
-             batch_size: int, backend: str | None = None, n_threads: int | None = None) -> dict[str, float]:
-    """The loss and ``metrics`` (bound ``Metric`` objects) of ``model`` on checked samples ``x`` and
-    targets ``t``: the logs of evaluate and of fit's validation. The caller holds the network's lock."""
+             batch_size: int, backend: str | None = None, n_threads: int | None = None,
+             weights: np.ndarray | None = None) -> dict[str, float]:
+    """The loss (weighted by ``weights``, one per sample, where given) and ``metrics`` (bound ``Metric``
+    objects) of ``model`` on checked samples ``x`` and targets ``t``, batch by batch: the logs of
+    evaluate and of fit's validation. The caller holds the network's lock."""
     in_graph = loss if loss.in_graph else None
-    out, losses = forward(model, x, batch_size, backend, n_threads, t if in_graph is not None else None, in_graph)
-    return evaluation_logs(out, t, loss, metrics, losses)
+    logs = EvaluationLogs(loss, metrics, weighted=weights is not None)
+    start = 0
+    for out, per in forward_batches(model, x, batch_size, backend, n_threads, t if in_graph is not None else None,
+                                    in_graph):
+        b = slice(start, start + out.shape[0])
+        start = b.stop
+        logs.add(out, t[b] if t is not None else None, per, weights[b] if weights is not None else None)
+    return logs.logs()
 
 
 @overload
 def evaluate(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
              metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
-             return_uncertainty: bool = False, return_dict: Literal[False] = False) -> tuple[float, ...]: ...
+             return_uncertainty: bool = False, return_dict: Literal[False] = False,
+             sample_weight: ArrayLike | None = None) -> tuple[float, ...]: ...
 
 
 @overload
 def evaluate(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
              metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
-             return_uncertainty: bool = False, return_dict: Literal[True]) -> dict[str, float]: ...
+             return_uncertainty: bool = False, return_dict: Literal[True],
+             sample_weight: ArrayLike | None = None) -> dict[str, float]: ...
 
 
 def evaluate(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, loss: LossSpec | None = None,
              metrics: Metrics = None, batch_size: int = 256, backend: str | None = None, n_threads: int | None = None,
-             return_uncertainty: bool = False, return_dict: bool = False) -> tuple[float, ...] | dict[str, float]:
+             return_uncertainty: bool = False, return_dict: bool = False,
+             sample_weight: ArrayLike | None = None) -> tuple[float, ...] | dict[str, float]:
     """The loss and the metrics of ``model`` on ``x``, ``y``.
 
     loss: a loss name or a loss function (``fit``'s ``loss``); default the one the model was trained
        with (a loss function is not kept in model files: pass it again after ``pgo.load``). The loss
-       is the mean over samples (of tokens for sequence outputs, in nats for cross_entropy).
+       is the mean over samples (of tokens for sequence outputs, in nats for cross_entropy), weighted
+       by ``sample_weight`` (n,) where given, as fit weighs its steps' losses (for token ids with
+       ignored targets, the counts of the others give the mean over the tokens); metrics stay unweighted.
     metrics: as ``fit``'s: metric names or ``Metric`` objects; default the accuracy (a fraction, NaN
        unless the loss is cross_entropy or binary_cross_entropy).
     Returns a tuple: (loss, accuracy) by default, else (loss, *metrics) in the order given; with
@@ -173,8 +186,9 @@ def evaluate(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, loss
     t = targets(model, y, x, resolved)
     resolved.check(output_shape, None if t is None else t.shape[1])
     bound = get_metrics(metrics, resolved, output_shape, None if t is None else t.shape[1:])
+    weights = sample_weights(sample_weight, None, t, x.shape[0], resolved)
     with exclusive_use(model):
-        logs = validate(model, x, t, resolved, bound, batch_size, backend, n_threads)
+        logs = validate(model, x, t, resolved, bound, batch_size, backend, n_threads, weights)
     if not return_uncertainty:
         logs = {k: v for k, v in logs.items() if not k.endswith("_unc")}
     return logs if return_dict else tuple(logs.values())

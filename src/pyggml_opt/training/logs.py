@@ -44,13 +44,6 @@ class Mean:
         return self.total / self.count, unc
 
 
-def mean_of(values: np.ndarray) -> tuple[float, float]:
-    """(mean, uncertainty) of ``values``, as ``Mean`` gives them."""
-    m = Mean()
-    m.add(values)
-    return m.value()
-
-
 def entries(name: str, value: tuple[float, float]) -> dict[str, float]:
     """A metric's two log entries: ``name`` and ``name_unc``."""
     return {name: value[0], f"{name}_unc": value[1]}
@@ -95,26 +88,77 @@ def result_logs(result: Result, metrics: Sequence[Metric], host: HostMetrics | N
     return logs
 
 
-def evaluation_logs(outputs: np.ndarray, targets: np.ndarray | None, loss: Loss, metrics: Sequence[Metric],
-                    losses: np.ndarray | None = None) -> dict[str, float]:
-    """loss, loss_unc and each metric with its uncertainty for ``outputs`` computed after training.
+class WeightedMean:
+    """The running weighted mean sum(w v) / sum(w) of values added batch by batch, and its uncertainty
+    sqrt(sum(w^2 (v - mean)^2) n / (n - 1)) / sum(w), which for equal weights is ``Mean``'s."""
 
-    ``losses``: per-sample losses computed in the graph (where the loss has no numpy twin, ``Loss.host``);
-    by default the loss's own, in float64 here. A loss returning the batch's mean (``Loss.batch_means``)
+    def __init__(self) -> None:
+        self.count = 0
+        self.sums = np.zeros(5)  # sum w, sum w v, sum w^2, sum w^2 v, sum w^2 v^2
+
+    def add(self, values: np.ndarray, weights: np.ndarray) -> None:
+        """Count the values of one batch in, with their weights."""
+        v = np.asarray(values, dtype=np.float64).ravel()
+        w = np.asarray(weights, dtype=np.float64).ravel()
+        w2 = w * w
+        self.count += v.size
+        self.sums += [w.sum(), (w * v).sum(), w2.sum(), (w2 * v).sum(), (w2 * v * v).sum()]
+
+    def value(self) -> tuple[float, float]:
+        """(mean, uncertainty); NaN where the weights sum to 0, the uncertainty NaN for a single value."""
+        sw, swv, sw2, sw2v, sw2v2 = self.sums
+        if sw <= 0:
+            return math.nan, math.nan
+        mean = swv / sw
+        if self.count < 2:
+            return mean, math.nan
+        spread = max(sw2v2 - 2 * mean * sw2v + mean * mean * sw2, 0.0)
+        return mean, math.sqrt(spread * self.count / (self.count - 1)) / sw
+
+
+class EvaluationLogs:
+    """loss, loss_unc and each metric with its uncertainty, for outputs computed after training
+    (validation, evaluate), added batch by batch: no more than one batch of outputs is held (a
+    language model's logits are tokens x vocabulary floats).
+
+    The loss is the mean over samples (weighted by ``weighted`` samples' weights: ``add``'s
+    ``weights``); metrics are unweighted. A loss returning the batch's mean (``Loss.batch_means``)
     has no uncertainty; ``Loss.reported`` gives what is reported of the mean (the "sum" loss: the sum
     over samples)."""
-    if losses is None:
-        losses = loss.host(outputs, targets)
-        assert losses is not None  # a loss without numpy twin is evaluated in the graph
-    value, unc = mean_of(losses)
-    if loss.batch_means:
-        unc = math.nan
-    logs = entries("loss", loss.reported(value, unc, losses.size))
-    for m in metrics:
+
+    def __init__(self, loss: Loss, metrics: Sequence[Metric], weighted: bool = False) -> None:
+        self.loss, self.metrics = loss, list(metrics)
+        self.losses: Mean | WeightedMean = WeightedMean() if weighted else Mean()
+        self.values = {m.name: Mean() for m in self.metrics}
+        self.has_targets = True
+
+    def add(self, outputs: np.ndarray, targets: np.ndarray | None, losses: np.ndarray | None = None,
+            weights: np.ndarray | None = None) -> None:
+        """One batch: its outputs, targets, per-sample losses computed in the graph (where the loss has
+        no numpy twin, ``Loss.host``; by default the loss's own, in float64 here) and weights."""
+        if losses is None:
+            losses = self.loss.host(outputs, targets)
+            assert losses is not None  # a loss without numpy twin is evaluated in the graph
+        if isinstance(self.losses, WeightedMean):
+            assert weights is not None  # given with every batch when weighted
+            self.losses.add(losses, weights)
+        else:
+            self.losses.add(losses)
         # without targets (the losses "mean" and "sum") the one metric is the default accuracy: NaN
-        stats = mean_of(m.values(outputs, targets)) if targets is not None else (math.nan, math.nan)
-        logs.update(entries(m.name, stats))
-    return logs
+        self.has_targets = targets is not None
+        if targets is not None:
+            for m in self.metrics:
+                self.values[m.name].add(m.values(outputs, targets))
+
+    def logs(self) -> dict[str, float]:
+        """The entries, by name."""
+        value, unc = self.losses.value()
+        if self.loss.batch_means:
+            unc = math.nan
+        logs = entries("loss", self.loss.reported(value, unc, self.losses.count))
+        for m in self.metrics:
+            logs.update(entries(m.name, self.values[m.name].value() if self.has_targets else (math.nan, math.nan)))
+        return logs
 
 
 def validation_logs(logs: dict[str, float] | None, metrics: Sequence[Metric]) -> dict[str, float]:

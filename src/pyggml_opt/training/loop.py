@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from typing import Iterable
+from typing import Iterable, Optional, Union
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -174,8 +174,8 @@ class FitLoop:
         logs = result_logs(train.result, metrics, self.host_metrics)
         val = None
         if plan.validation is not None:
-            xv, yv = plan.validation
-            val = validate(self.model, xv, yv, plan.loss, metrics, physical)
+            xv, yv, wv = plan.validation
+            val = validate(self.model, xv, yv, plan.loss, metrics, physical, weights=wv)
         logs.update(validation_logs(val, metrics))
         logs["time"] = time.perf_counter() - t0
         logs["lr"] = self.optimizer.last_lr
@@ -193,9 +193,12 @@ def check_resumed_metrics(history: dict, metrics: list[Metric]) -> None:
                          "resume with the same metrics=")
 
 
+# fit's validation_data: (x_val, y_val) or, with weights, (x_val, y_val, sample_weight_val)
+ValidationData = Union[tuple[ArrayLike, Optional[ArrayLike]], tuple[ArrayLike, Optional[ArrayLike], Optional[ArrayLike]]]
+
 def fit(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, epochs: int = 1, batch_size: int = 32,
         physical_batch_size: int | None = None, validation_split: float = 0.0,
-        validation_data: tuple[ArrayLike, ArrayLike | None] | None = None, loss: LossSpec = DEFAULT_LOSS,
+        validation_data: ValidationData | None = None, loss: LossSpec = DEFAULT_LOSS,
         optimizer: Optimizer | str = "adamw", shuffle: bool | int | str = True, seed: int | None = 0,
         backend: str | None = None, n_threads: int | None = None, verbose: int | str = 1,
         callbacks: Iterable[Callback] = (), resume_from: str | os.PathLike[str] | None = None, gather: str = "auto",
@@ -234,7 +237,8 @@ def fit(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, epochs: i
        A batch_size above the number of training samples is cut to it (as Keras and PyTorch do), and
        the physical batch with it where it no longer divides the batch.
     validation_split: fraction in [0, 1) of the samples, taken from the end before shuffling, held
-       out for validation; or validation_data=(x_val, y_val).
+       out for validation (with their sample_weight); or validation_data=(x_val, y_val) or (x_val,
+       y_val, sample_weight_val) (as Keras's). The validation loss is weighted where weights are given.
     shuffle: True: a new order of the training samples every epoch; False: their order as given;
        an int k > 1 (or "batch": k = batch_size): runs of k consecutive samples in a new order every
        epoch, as ggml's ``ndata_shard`` (ggml's mnist-train uses 10). Coarser, but each batch is
@@ -254,7 +258,7 @@ def fit(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, epochs: i
     sample_weight: (n,) weights >= 0, one per sample of x; class_weight: {class id: weight} for
        cross_entropy (classes not named weigh 1). Each optimizer step then minimises the weighted mean
        loss of its batch (weights divided by their sum over the batch; a weight of 0 removes a
-       sample). Validation metrics stay unweighted.
+       sample). Metrics stay unweighted.
     optimizer_state: continue from this optimizer state (AdamW moments, step count), such as
        ``model.optimizer_state``, which every fit leaves on the model; default a fresh optimizer.
     Environment: ``PYGGML_OPT_MAX_EPOCH_STEPS=k`` ends every epoch after k optimizer steps (with a

@@ -14,8 +14,8 @@ from ..nn.losses import Loss
 from .arguments import (check_validation_data, clamp_batch_sizes, sample_weights, targets)
 from .metrics import Metric, Metrics, counted_by_ggml_opt, get_metrics
 
-# Validation samples and their targets (None for the losses without labels).
-Validation = tuple[np.ndarray, Optional[np.ndarray]]
+# Validation samples, their targets (None for the losses without labels) and weights (None: all alike).
+Validation = tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,8 @@ def plan_fit(model: Network, x: np.ndarray, y: ArrayLike | None, loss: Loss, met
     batch_size, physical = clamp_batch_sizes(batching.batch_size, batching.physical, n_train)
     held_out: Validation | None = None
     if n_train < n:
-        held_out = (x[n_train:], t[n_train:] if t is not None else None)
+        held_out = (x[n_train:], t[n_train:] if t is not None else None,
+                    weights[n_train:] if weights is not None else None)
     elif validation_data is not None:
         held_out = check_validation_data(model, validation_data, loss)
         if held_out[0].shape[1:] != x.shape[1:]:

@@ -64,13 +64,21 @@ class Progress(Callback):
         done = (ibatch + 1) / self.nbatches
         eta = (now - t0) / done * (1 - done)
         bar = "=" * int(25 * done) + ">" + " " * (25 - int(25 * done))
+        rate = self.throughput(done, now - t0)
         self.stream.write(f"\repoch {epoch + 1}/{self.epochs} [{bar[:26]}] {ibatch + 1}/{self.nbatches}  "
-                          f"{_fmt(logs)}  ETA {eta:.1f}s ")
+                          f"{_fmt(logs)}  {rate + '  ' if rate else ''}ETA {eta:.1f}s ")
         self.stream.flush()
+
+    def throughput(self, done: float, seconds: float) -> str:
+        """What the display says of the speed, ``done`` of the epoch in ``seconds``: nothing here; a
+        subclass may say how many items a second."""
+        return ""
 
     def epoch(self, epoch: int, logs: dict) -> None:
         if self.verbose == 0:
             return
-        line = (f"epoch {epoch + 1}/{self.epochs}  {_fmt(logs)}  {_fmt(logs, 'val_')}  {logs['time']:.2f}s").rstrip()
+        rate = self.throughput(1.0, logs["time"])
+        line = (f"epoch {epoch + 1}/{self.epochs}  {_fmt(logs)}  {_fmt(logs, 'val_')}  {logs['time']:.2f}s"
+                f"{'  ' + rate if rate else ''}").rstrip()
         self.stream.write(("\r" if self.verbose == 1 else "") + line + " " * 10 + "\n")
         self.stream.flush()
