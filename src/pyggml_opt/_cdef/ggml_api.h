@@ -2134,6 +2134,7 @@ typedef struct ggml_gallocr * ggml_gallocr_t;
         float grad_clip_norm;
         struct ggml_tensor ** side_effects;
         int32_t n_side_effects;
+        int32_t graph_size;
     };
     struct ggml_opt_params ggml_opt_default_params(
             ggml_backend_sched_t backend_sched,

@@ -7,7 +7,7 @@ from .dataset import Dataset
 from .gguf import GGUFFile
 from .handle import ClosedError, Handle
 from .opt_context import (OptContext, OptimizerState, OptLoss, OptOptimizer, NamedParams, adamw_params,
-                          sgd_params)
+                          sgd_params, static_graph_size)
 from .result import Result
 from .scheduler import GRAPH_SIZE, Scheduler
 from .threadpool import POLLING_S
@@ -15,5 +15,5 @@ from .threadpool import POLLING_S
 __all__ = ["ArrayBuffer", "Backend", "Buffer", "CData", "ClosedError", "Context", "Dataset", "Device", "GGUFFile", "GRAPH_SIZE", "Handle",
            "HostBuffer",
            "NamedParams", "POLLING_S", "OptContext", "OptLoss", "OptOptimizer", "OptimizerState", "Result",
-           "adamw_params", "sgd_params", "Scheduler", "default_n_threads", "devices",
+           "adamw_params", "sgd_params", "Scheduler", "default_n_threads", "devices", "static_graph_size",
            "device_name", "find_device"]

@@ -21,3 +21,11 @@ class Context(Handle):
             size += n_graphs * lib.ggml_graph_overhead_custom(graph_size, grads)
         params = ffi.new("struct ggml_init_params *", {"mem_size": size, "mem_buffer": ffi.NULL, "no_alloc": True})
         super().__init__(lib.ggml_init(params[0]), lib.ggml_free)
+
+    def n_tensors(self) -> int:
+        """The tensors made in this context so far (a graph's nodes and leaves, when it holds one)."""
+        count, t = 0, lib.ggml_get_first_tensor(self.ptr)
+        while t != ffi.NULL:
+            count += 1
+            t = lib.ggml_get_next_tensor(self.ptr, t)
+        return count

@@ -26,6 +26,23 @@ class OptLoss(enum.IntEnum):
     MEAN_SQUARED_ERROR = lib.GGML_OPT_LOSS_TYPE_MEAN_SQUARED_ERROR
 
 
+# the nodes of a static training graph per tensor of its forward graph: that tensor, its gradient, the
+# backward pass's intermediate nodes, the optimizer's, gradient clipping's (vendor patch 0044). Measured
+# with sample weights, metrics and global_clipnorm on llamas and gpts of 24 blocks and a 300-layer MLP: 4
+# held the llamas only; at 8 the MLP's nodes and leaves outgrew ggml_opt_alloc's copy of the graph (room
+# for graph_size tensors); 12 held all. 16 leaves a third more. Metadata only: ~6 KB per forward tensor.
+GRAPH_NODES_PER_TENSOR = 16
+
+
+def static_graph_size(ctx_compute: Context, backward: bool = True) -> int:
+    """The nodes each of ggml-opt's static graphs holds, for a forward graph built in ``ctx_compute``:
+    ``ggml_opt_params.graph_size``, at least ggml's default. With the ``backward`` pass
+    ``GRAPH_NODES_PER_TENSOR`` per tensor there; without, the forward graph and the loss (two per
+    tensor). A scheduler that runs them needs room for twice as many (nodes and leaves)."""
+    per_tensor = GRAPH_NODES_PER_TENSOR if backward else 2
+    return max(lib.GGML_DEFAULT_GRAPH_SIZE, per_tensor * ctx_compute.n_tensors())
+
+
 def build_context(graph_size: int, backward: bool, forward_graph: bool) -> Context:
     """A context for what ggml-opt builds beside a forward graph of ``graph_size`` nodes, so that it
     never runs out of room in a caller's context (ggml aborts then, or crashes: its graph-building
@@ -182,9 +199,16 @@ class OptContext(Handle):
             ctx_compute, inputs, outputs = static
             if inputs.data == ffi.NULL:
                 raise ValueError("inputs must be allocated in a backend buffer before ggml_opt_init (static graphs)")
-            # ggml_opt_init builds its graphs (ggml's default size) in a context of their own
-            self._built = build_context(lib.GGML_DEFAULT_GRAPH_SIZE, backward=not forward_only, forward_graph=True)
+            # ggml_opt_init builds its graphs in a context of their own, of a size for the forward graph built
+            # in ctx_compute (vendor patch 0044)
+            graph_size = static_graph_size(ctx_compute, backward=not forward_only)
+            if 2 * graph_size > scheduler.graph_size:
+                raise ValueError(f"a scheduler for graphs of {scheduler.graph_size} nodes and leaves cannot run "
+                                 f"this training graph's {2 * graph_size}: make it with Scheduler(..., graph_size="
+                                 f"2 * static_graph_size(ctx_compute, backward))")
+            self._built = build_context(graph_size, backward=not forward_only, forward_graph=True)
             params.ctx_compute, params.inputs, params.outputs = self._built.ptr, inputs, outputs
+            params.graph_size = graph_size
         elif side_effects:
             raise ValueError("side_effects are for static graphs (allocation-based ones take them in their graph)")
         # read by ggml_opt_init only

@@ -44,6 +44,7 @@ class Scheduler(Handle):
         ptr = lib.ggml_backend_sched_new(arr, ffi.NULL, len(backends), graph_size, False, True)
         super().__init__(ptr, lib.ggml_backend_sched_free, *backends)
         self.backends = list(backends)
+        self.graph_size = graph_size  # the nodes and leaves a graph it runs may have
         # held around every graph computed here, so a fork waits for the graph to end (core/threadpool.py);
         # ggml_backend_sched_new asserts that the last backend is the CPU's
         self.compute_lock = backends[-1].compute_lock

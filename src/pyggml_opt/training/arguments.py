@@ -76,10 +76,10 @@ def check_x(model: Network, x: ArrayLike, name: str = "x", shorter: bool = False
 
 
 def targets(model: Network, y: ArrayLike | None, x: np.ndarray, loss: Loss, name: str = "y") -> np.ndarray | None:
-    """Targets of the checked samples ``x`` as float32 rows, as ``loss`` takes them (``Loss.targets``)
+    """Targets of the checked samples ``x`` as rows, as ``loss`` takes them (``Loss.targets``)
     for the outputs the model gives ``x`` (a language model's shorter sequences give shorter ones): None
     for a loss without targets; class ids become one-hot rows, token ids of sequence outputs stay ids
-    (as float32, exact below 2^24)."""
+    (int32 ones as given, in place; others as float32, exact below 2^24)."""
     if not loss.has_targets:
         return None
     n = x.shape[0]

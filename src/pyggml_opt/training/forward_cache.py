@@ -25,7 +25,7 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
-from ..core import POLLING_S, Backend, OptContext, OptLoss, Scheduler
+from ..core import GRAPH_SIZE, POLLING_S, Backend, OptContext, OptLoss, Scheduler, static_graph_size
 from ..nn import Network, ParamStore, StaticGraph
 
 CACHED_SIZES = 2  # batch sizes kept per session: a loop's full batches and its remainder
@@ -49,7 +49,8 @@ class StaticForward:
         try:
             # too small to be worth waking a pool's workers for (ForwardCache.get)
             self.small = backends[0].is_cpu and self.graph.flop() < SMALL_GRAPH_FLOP
-            self.scheduler = Scheduler(backends)
+            self.scheduler = Scheduler(backends, max(GRAPH_SIZE, 2 * static_graph_size(self.graph.ctx_compute,
+                                                                                      backward=False)))
             # SUM: a loss that needs no labels; ggml-opt adds it to every graph, its value is unused
             self.opt_ctx = OptContext(self.scheduler, OptLoss.SUM, static=(self.graph.ctx_compute, self.graph.inputs,
                                                                      self.graph.outputs),

@@ -50,7 +50,7 @@ class Inference:
         graph.set_input(xb.reshape(graph.batch, -1))
         if labels is not None:
             assert yb is not None  # given with the loss
-            tensor_data.set(labels.ptr, yb)
+            tensor_data.set(labels.ptr, yb.astype(np.float32, copy=False))  # token ids may come as int32
         self.opt_ctx.eval()
         losses = None if per is None else np.broadcast_to(tensor_data.get(per.ptr, per.ndim).ravel(), (n,))
         return graph.output(), losses

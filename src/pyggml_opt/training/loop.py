@@ -137,11 +137,10 @@ class FitLoop:
         # the row numbers as the in-graph gather reads them, once per epoch; the labels are gathered per
         # batch (a copy of all label rows in epoch order would stay in memory through the epoch)
         rows = order.astype(np.int32) if train.gathers_in_graph else None
-        labels = None
+        weights = None
         if plan.own_loss_graph:  # per epoch: the weights are divided by their sum over each step
-            assert train.labels is not None  # the weights ride in the label rows
-            labels = np.take(train.labels, order, axis=0)
-            labels[:, -1] = step_weights(labels[:, -1], plan.batching.batch_size)
+            weights = step_weights(plan.weights[order] if plan.weights is not None else np.ones(len(order)),
+                                   plan.batching.batch_size)
         train.result.reset()
         if self.host_metrics is not None:
             self.host_metrics.reset()
@@ -155,18 +154,18 @@ class FitLoop:
                 train.x_writer.copy(rows[b])
             else:
                 train.x_writer.gather(train.x, order[b])
-            if labels is not None:
-                assert train.y_writer is not None  # labels come with a label tensor
-                train.y_writer.copy(labels[b])
+            if weights is not None:
+                assert train.y_writer is not None  # fit's own loss graph has a label tensor
+                train.y_writer.copy(train.label_batch(order[b], weights[b]))
             elif train.y_writer is not None:
-                assert train.labels is not None  # a label tensor comes with label rows
-                train.y_writer.gather(train.labels, order[b])
+                assert train.targets is not None  # a label tensor comes with targets
+                train.y_writer.gather(train.targets, order[b])
             for key, writer in train.step_writers.items():
                 writer.copy(self.model.fill_step_input(key, masks, writer.buf.shape))
             train.opt_ctx.eval(train.result)
             if self.host_metrics is not None:
-                assert labels is not None  # fit's own loss graph puts its labels in batch order
-                self.host_metrics.add(train.graph.output(), labels[b, :-1])
+                assert train.targets is not None  # metrics of the training steps need targets
+                self.host_metrics.add(train.graph.output(), train.targets[order[b]])
             if self.callbacks.needs_batch_logs:
                 self.callbacks.on_batch_end(ib, result_logs(train.result, metrics, self.host_metrics))
             if self.model.stop_training:
@@ -212,9 +211,10 @@ def fit(model: Trainable, x: ArrayLike, y: ArrayLike | None = None, *, epochs: i
        shorter than its context (T from 1 to the context), on a graph built for that length.
     y: the targets, as the loss takes them (``pyggml_opt.nn.losses``, where each loss is defined): class
        ids (n,) or one-hot/probability rows (n, n_out) for cross-entropy (the default), token ids (n, T)
-       for sequence outputs; float rows (n, n_out) for mse, mae, huber, and in [0, 1] for
-       binary_cross_entropy (on logits, as PyTorch's BCEWithLogitsLoss); ignored for mean and sum (the
-       model output is the loss). The losses are PyTorch's, each a mean over samples.
+       for sequence outputs (-100 for no target; int32 ids are read in place a batch at a time, as x:
+       a file's mapping of them trains without being loaded); float rows (n, n_out) for mse, mae,
+       huber, and in [0, 1] for binary_cross_entropy (on logits, as PyTorch's BCEWithLogitsLoss);
+       ignored for mean and sum (the model output is the loss). The losses are PyTorch's, each a mean over samples.
     loss: a loss name, a ``pgo.Loss`` object (a class of your own registered with ``pgo.register_loss``),
        or a loss function ``fn(outputs, labels) -> Tensor`` built with ``pgo.ops``
        from the outputs (n, *output_shape) and the label rows (n, k) of ``y`` (float rows; a column

@@ -62,17 +62,12 @@ class FitPlan:
     own_loss_graph: bool
     batching: Batching
 
-    def label_rows(self) -> tuple[np.ndarray | None, int]:
-        """The training samples' label rows and their width: the targets, then (own loss graph) each
-        sample's weight (1 without weights) in one more column."""
-        if not self.own_loss_graph:
-            return self.targets, self.targets.shape[1] if self.targets is not None else 0
-        assert self.targets is not None  # fit's own loss graph is for losses with targets
-        n, n_out = self.targets.shape
-        rows = np.empty((n, n_out + 1), np.float32)
-        rows[:, :n_out] = self.targets
-        rows[:, n_out] = self.weights if self.weights is not None else 1.0
-        return rows, n_out + 1
+    @property
+    def label_width(self) -> int:
+        """The width of the training graph's label rows: the targets', and (own loss graph) one more
+        column, each sample's weight (``loss_graph.py``)."""
+        width = self.targets.shape[1] if self.targets is not None else 0
+        return width + 1 if self.own_loss_graph else width
 
 
 def plan_fit(model: Network, x: np.ndarray, y: ArrayLike | None, loss: Loss, metrics: Metrics,

@@ -8,7 +8,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ..core import ArrayBuffer, NamedParams, OptContext, OptimizerState, OptLoss, Result, Scheduler, device_name
+from ..core import (GRAPH_SIZE, ArrayBuffer, NamedParams, OptContext, OptimizerState, OptLoss, Result, Scheduler,
+                    device_name, static_graph_size)
 from ..nn import Network, ParamStore, StaticGraph, check_backward
 from ..nn.losses import Loss
 from .batching import BatchWriter
@@ -95,14 +96,15 @@ class TrainingSession:
     """Everything ``fit`` allocates for one run, freed together by ``close()``.
 
     ``x`` holds the training samples, one row each (the user's array itself when it is C-contiguous
-    with the input's dtype, else the one copy); ``labels`` their label rows. ``graph`` is the static
+    with the input's dtype, else the one copy); ``targets`` their targets (the plan's: token ids as
+    given), from which each batch's label rows are made (``label_batch``). ``graph`` is the static
     training graph for one physical batch; on a host backend it gathers its batch from ``x`` itself,
     in place (its input is the batch's row numbers; ``rows`` is the tensor over x's memory).
     ``scheduler`` is dedicated: ggml-opt tracks which graph is allocated on it, and predict /
     evaluate called from a callback must not disturb that."""
 
     x: np.ndarray
-    labels: np.ndarray | None
+    targets: np.ndarray | None
     rows: ArrayBuffer | None
     graph: StaticGraph
     scheduler: Scheduler
@@ -114,6 +116,8 @@ class TrainingSession:
     own_loss_graph: bool     # the label rows end with the sample's weight; the loss is fit's own (loss_graph.py)
     # the graph's step inputs (dropout masks), filled anew for every physical batch
     step_writers: dict[str, BatchWriter] = field(default_factory=dict)
+    # one batch of label rows for fit's own loss graph: the targets, then the weight column
+    label_rows: np.ndarray | None = None
 
     @classmethod
     def create(cls, network: Trainable, session: Session, plan: FitPlan, optimizer: Optimizer) -> "TrainingSession":
@@ -123,7 +127,7 @@ class TrainingSession:
         sample_shape = tuple(plan.x.shape[1:])
         n, ne_x = plan.x.shape[0], int(np.prod(sample_shape))
         x = np.ascontiguousarray(plan.x.reshape(n, ne_x), dtype=network.input_dtype)
-        label_rows, width = plan.label_rows()
+        width = plan.label_width
         main = session.scheduler.main
         gather, physical = plan.batching.gather, plan.batching.physical
         if gather == "graph" and not main.is_cpu:
@@ -142,7 +146,8 @@ class TrainingSession:
             assert graph.labels is not None  # made for labels_width
             outputs = weighted_loss(graph.out, graph.labels, plan.loss, graph.constants).ptr
         check_backward(outputs)
-        scheduler = Scheduler(session.scheduler.backends)
+        # room for the nodes and leaves of ggml-opt's graphs, whatever the model's depth (vendor patch 0044)
+        scheduler = Scheduler(session.scheduler.backends, max(GRAPH_SIZE, 2 * static_graph_size(graph.ctx_compute)))
         opt_loss = OptLoss.SUM if own else plan.loss.opt_loss
         assert opt_loss is not None  # a loss without ggml-opt's type takes fit's own loss graph (plan_fit)
         opt_ctx = OptContext(scheduler, opt_loss, optimizer, static=(graph.ctx_compute, graph.inputs, outputs),
@@ -153,10 +158,19 @@ class TrainingSession:
             labels = graph.labels.ptr
         else:
             labels = opt_ctx.labels if plan.targets is not None else None
-        return cls(x, label_rows, rows, graph, scheduler, opt_ctx, Result(),
+        return cls(x, plan.targets, rows, graph, scheduler, opt_ctx, Result(),
                    BatchWriter(graph.inputs, (physical,) if in_graph else (physical, ne_x)),
                    BatchWriter(labels, (physical, width)) if labels is not None else None, in_graph, own,
-                   {key: BatchWriter(t.ptr, t.shape) for key, t in graph.step_inputs.items()})
+                   {key: BatchWriter(t.ptr, t.shape) for key, t in graph.step_inputs.items()},
+                   np.empty((physical, width), np.float32) if own else None)
+
+    def label_batch(self, idx: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The label rows of fit's own loss graph for the samples ``idx``: their targets (converted to
+        float32 here, a batch at a time: token ids stay as given, in place) and their ``weights``."""
+        assert self.label_rows is not None and self.targets is not None  # made for the own loss graph
+        self.label_rows[:, :-1] = self.targets[idx]
+        self.label_rows[:, -1] = weights
+        return self.label_rows
 
     def read_state(self, copy: bool = True) -> OptimizerState:
         """The optimizer state between steps (``OptContext.read_state``; ``copy=False``: read-only views

@@ -33,8 +33,9 @@ class Loss:
 
     # ---- targets ------------------------------------------------------------------------------------
     def targets(self, arr: np.ndarray, n: int, output_shape: tuple[int, ...], name: str) -> np.ndarray | None:
-        """``y`` (a numeric array of ``n`` rows) as float32 target rows for outputs of ``output_shape``;
-        ValueError naming ``name`` for targets this loss cannot take."""
+        """``y`` (a numeric array of ``n`` rows) as float32 target rows for outputs of ``output_shape``
+        (token ids of sequence outputs: int32 ones as given); ValueError naming ``name`` for targets this
+        loss cannot take."""
         if not self.has_targets:
             return None
         if len(output_shape) == 2:

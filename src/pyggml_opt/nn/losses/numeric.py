@@ -30,20 +30,31 @@ def class_rows(arr: np.ndarray, n: int, n_out: int, name: str) -> np.ndarray:
 IGNORE_INDEX = -100  # a token id that is no target (PyTorch's ignore_index): prompt tokens, padding
 
 
+CHECK_BLOCK = 1 << 20  # ids checked at a time: no temporary of the whole array (it may be a file's mapping)
+
+
 def token_targets(arr: np.ndarray, output_shape: tuple[int, ...], name: str) -> np.ndarray:
     """Token ids (n, T) for a model whose outputs are (T, V) logits per sample; ``IGNORE_INDEX`` marks
-    a token that is no target."""
+    a token that is no target. An int32 array is used as it is (no copy: fit reads the rows of each
+    batch from it, as it reads x); other ids become float32 (exact below 2^24)."""
     steps, vocab = output_shape
     if arr.shape[1:] != (steps,):
         raise ValueError(f"{name} must hold token ids of shape (n, {steps}) for outputs of shape {output_shape}, "
                          f"got {arr.shape}")
-    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or (arr != np.round(arr)).any()):
-        raise ValueError(f"{name}: token ids must be integers")
-    targeted = arr[arr != IGNORE_INDEX]
-    if targeted.size and (targeted.min() < 0 or targeted.max() >= vocab):
+    lo, hi = None, None
+    rows = max(1, CHECK_BLOCK // max(steps, 1))
+    for start in range(0, arr.shape[0], rows):
+        block = arr[start:start + rows]
+        if block.dtype.kind == "f" and (not np.isfinite(block).all() or (block != np.round(block)).any()):
+            raise ValueError(f"{name}: token ids must be integers")
+        targeted = block[block != IGNORE_INDEX]
+        if targeted.size:
+            lo = targeted.min() if lo is None else min(lo, targeted.min())
+            hi = targeted.max() if hi is None else max(hi, targeted.max())
+    if lo is not None and hi is not None and (lo < 0 or hi >= vocab):
         raise ValueError(f"{name}: token ids must be in [0, {vocab}) or {IGNORE_INDEX} (no target), got range "
-                         f"[{targeted.min()}, {targeted.max()}]")
-    return arr.astype(np.float32)
+                         f"[{lo}, {hi}]")
+    return arr if arr.dtype == np.int32 else arr.astype(np.float32)
 
 
 def log_softmax(z: np.ndarray) -> np.ndarray:
