@@ -25,15 +25,13 @@ import os
 import sys
 import time
 
-import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import pyggml_opt as pgo  # noqa: E402
 from machine import cpu_name  # noqa: E402
-from pyggml_opt.core import GGUFFile  # noqa: E402
-from support.hf_models import llama_cpp_source  # noqa: E402
+from support.hf_models import vocab_keys  # noqa: E402
 from support.llama_trainer import llama_finetune, pyggml_finetune  # noqa: E402
 
 CONTEXT = 256
@@ -49,8 +47,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "compare_llama_finetune.gguf"))
     a = p.parse_args()
-    with GGUFFile.read(llama_cpp_source() / "models" / "ggml-vocab-llama-spm.gguf") as f:
-        keys = {k: f.get_typed(k) for k in f.keys() if k.startswith("tokenizer.")}
+    keys = vocab_keys("llama-spm")
     tok = pgo.text.GGUFTokenizer(keys)
     model = pgo.models.llama(tok.vocab_size, CONTEXT, a.dim, a.layers, max(1, a.dim // 64))
     model.file_keys = dict(keys)

@@ -23,7 +23,7 @@ from pyggml_opt.data.text import DEBIAN_FORTUNES_DIR, load_fortunes
 from pyggml_opt.finetune import finetune
 from pyggml_opt.saving.checkpoint import load_checkpoint
 from support import import_or_skip
-from support.hf_models import llama_cpp_source
+from support.hf_models import vocab_keys
 
 import_or_skip("jinja2", "chat templates render in Jinja2")
 import_or_skip("tokenizers", "GGUFTokenizer runs its merges in Hugging Face tokenizers")
@@ -45,8 +45,7 @@ def files(tmp_path_factory):
     """(base, data directory): a llama over Qwen2.5's vocabulary saved for llama.cpp, and
     train.jsonl / valid.jsonl of short fortunes as answers."""
     root = tmp_path_factory.mktemp("finetune")
-    with GGUFFile.read(llama_cpp_source() / "models" / "ggml-vocab-qwen2.gguf") as f:
-        keys = {k: f.get_typed(k) for k in f.keys() if k.startswith("tokenizer.")}
+    keys = vocab_keys("qwen2")
     model = pgo.models.llama(len(keys["tokenizer.ggml.tokens"]), 128, 16, 1, 2)
     model.file_keys = dict(keys)
     base = root / "base.gguf"
@@ -185,3 +184,16 @@ def test_ctrl_c_ends_with_status_130_and_the_last_checkpoint_whole(files, tmp_pa
     point = load_checkpoint(ckpt, pgo.load(ckpt))
     assert point.epoch >= 1 and point.state.m   # the weights and the optimizer state, whole
     assert not (tmp_path / "a.gguf").exists()
+
+
+def test_training_from_the_cache_equals_training_in_memory(files, tmp_path):
+    base, data = files
+    cached = finetune(base, data, output=None, cache=tmp_path / "cache", pack=True, **QUICK)
+    memory = finetune(base, data, output=None, pack=True, **QUICK)
+    assert cached.data["train"].folder is not None and memory.data["train"].folder is None
+    steps = max(int(ex.lengths().max()) for ex in cached.data.values()) - 1
+    assert sorted(p.name for p in cached.data["train"].folder.iterdir()) == [   # tokens, windows, manifest
+        "examples.json", "ids.bin", f"packed-{steps}-x.npy", f"packed-{steps}-y.npy", "starts.npy", "trained.bin"]
+    for k, v in memory.model.get_weights().items():
+        np.testing.assert_array_equal(cached.model.get_weights()[k], v, err_msg=k)
+    assert cached.history["loss"] == memory.history["loss"] and cached.after == memory.after

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 import pyggml_opt as pgo
-from pyggml_opt.core import GGUFFile
 from pyggml_opt.data import split_files, tokenize_jsonl
 from support import import_or_skip
-from support.hf_models import llama_cpp_source
+from support.hf_models import vocab_keys
 
 import_or_skip("jinja2", "chat templates render in Jinja2")
 import_or_skip("tokenizers", "GGUFTokenizer runs its merges in Hugging Face tokenizers")
@@ -25,8 +24,7 @@ CHAT = {"messages": [{"role": "system", "content": "Be terse."}, {"role": "user"
 
 @pytest.fixture(scope="module")
 def keys():
-    with GGUFFile.read(llama_cpp_source() / "models" / "ggml-vocab-qwen2.gguf") as f:
-        return {k: f.get_typed(k) for k in f.keys() if k.startswith("tokenizer.")}
+    return vocab_keys("qwen2")
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +140,31 @@ def test_bad_files_and_arguments(tok, plain, tmp_path):
         tokenize_jsonl(tmp_path / "chat.jsonl", tok, max_seq_length=1)
     with pytest.raises(ValueError, match="too_long must be one of"):
         tokenize_jsonl(tmp_path / "chat.jsonl", tok, too_long="drop")
+
+
+def test_a_cache_holds_the_tokens_as_files_found_again_and_windows_mapped_there(tok, tmp_path, monkeypatch):
+    records = [CHAT, {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}] * 3
+    path = write(tmp_path / "chat.jsonl", records)
+    memory = tokenize_jsonl(path, tok)
+    cached = tokenize_jsonl(path, tok, cache=tmp_path / "cache")
+    assert cached.folder is not None and cached.folder.parent == tmp_path / "cache"
+    assert isinstance(cached.ids, np.memmap) and isinstance(cached.trained, np.memmap)
+    for name in ("ids", "trained", "starts"):
+        np.testing.assert_array_equal(getattr(cached, name), getattr(memory, name))
+    for layout in ("windows", "packed"):
+        made, kept = getattr(memory, layout)(), getattr(cached, layout)()
+        assert isinstance(kept[0], np.memmap) and isinstance(kept[1], np.memmap)   # files of the folder
+        for a, b in zip(made, kept):
+            np.testing.assert_array_equal(a, b)
+    # found again: the next call reads the files and tokenizes nothing
+    monkeypatch.setattr(type(tok), "apply_chat_template", lambda *a, **k: pytest.fail("tokenized again"))
+    again = tokenize_jsonl(path, tok, cache=tmp_path / "cache")
+    assert again.folder == cached.folder
+    np.testing.assert_array_equal(again.ids, memory.ids)
+    monkeypatch.undo()
+    # other options, another folder; a folder without its manifest (an interrupted run) is made anew
+    other = tokenize_jsonl(path, tok, cache=tmp_path / "cache", mask_prompt=False)
+    assert other.folder != cached.folder and other.trained.all()
+    (cached.folder / "examples.json").unlink()
+    anew = tokenize_jsonl(path, tok, cache=tmp_path / "cache")
+    np.testing.assert_array_equal(anew.trained, memory.trained)

@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 
 import pyggml_opt as pgo
-from pyggml_opt.core import GGUFFile
 from support import fortunes_or_skip, import_or_skip
-from support.hf_models import llama_cpp_source
+from support.hf_models import vocab_keys
 from support.llama_trainer import llama_finetune, pyggml_finetune
 
 llama_cpp = import_or_skip("llama_cpp", "llama.cpp's trainer and runtime are llama-cpp-python's")
@@ -32,8 +31,7 @@ LR = 1e-3
 def base(tmp_path_factory):
     """(path of the F32 file, windows x, next ids y)."""
     texts = fortunes_or_skip()
-    with GGUFFile.read(llama_cpp_source() / "models" / "ggml-vocab-llama-spm.gguf") as f:
-        keys = {k: f.get_typed(k) for k in f.keys() if k.startswith("tokenizer.")}
+    keys = vocab_keys("llama-spm")
     tok = pgo.text.GGUFTokenizer(keys)
     model = pgo.models.llama(tok.vocab_size, CONTEXT, 32, 2, 4)
     model.file_keys = dict(keys)

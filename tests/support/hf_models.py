@@ -54,6 +54,15 @@ def llama_cpp_source() -> Path:
     return source
 
 
+def vocab_keys(vocab: str) -> dict:
+    """The ``tokenizer.*`` keys of llama.cpp's ``models/ggml-vocab-<vocab>.gguf`` (a real vocabulary, its
+    special tokens and, for some, a chat template), as a model's ``file_keys`` holds them."""
+    from pyggml_opt.core import GGUFFile
+
+    with GGUFFile.read(llama_cpp_source() / "models" / f"ggml-vocab-{vocab}.gguf") as f:
+        return {k: f.get_typed(k) for k in f.keys() if k.startswith("tokenizer.")}
+
+
 def tokenizer_dir(vocab: str) -> Path:
     """A folder with the ``transformers`` tokenizer files (tokenizer.json, tokenizer_config.json, chat
     template) of llama.cpp's ``models/ggml-vocab-<vocab>.gguf``, made once."""

@@ -34,7 +34,7 @@ from .idx import read_idx, write_idx
 from .jsonl import read_records, split_files
 from .text import DEBIAN_FORTUNES_DIR, char_windows, fortune_categories, load_fortunes, sliding_windows
 
-__all__ = ["BPETokenizer", "CLASS_NAMES", "CharTokenizer", "DEBIAN_FASHION_MNIST_DIR", "DEBIAN_FORTUNES_DIR", "Examples",
-           "FASHION_MNIST_FILES", "char_windows", "default_cache_dir", "fashion_mnist_available", "fortune_categories",
+__all__ = ["BPETokenizer", "CLASS_NAMES", "CharTokenizer", "DEBIAN_FASHION_MNIST_DIR", "DEBIAN_FORTUNES_DIR",
+           "Examples", "FASHION_MNIST_FILES", "char_windows", "default_cache_dir", "fashion_mnist_available", "fortune_categories",
            "load_fashion_mnist", "load_fashion_mnist_small", "load_fortunes", "raw_idx_dir", "read_idx", "read_records",
            "sliding_windows", "split_files", "tokenize_jsonl", "write_idx"]

@@ -4,7 +4,8 @@
 1. Load the base as it is (``pgo.load``: its weights memory-mapped, in their ggml types; the file is
    only ever read) and its tokenizer and chat template (``text.GGUFTokenizer``).
 2. Read the data (``data.split_files``, ``data.tokenize_jsonl``): a JSONL file or MLX-LM's directory of
-   ``train.jsonl`` / ``valid.jsonl`` / ``test.jsonl``; the prompts masked unless asked otherwise.
+   ``train.jsonl`` / ``valid.jsonl`` / ``test.jsonl``; the prompts masked unless asked otherwise; in
+   memory, or (``cache``) as files tokenized once and mapped.
 3. Lay the examples out for ``fit`` (``Examples.windows`` or, with ``pack``, ``Examples.packed``), all
    at the length of the longest example (at most ``max_seq_length`` tokens and the model's context).
 4. Give the model LoRA adapters (``enable_lora``; the base frozen), or train every weight (``full``:
@@ -113,14 +114,14 @@ class TokenProgress(Progress):
 
 
 def finetune(base: str | os.PathLike[str], data: str | os.PathLike[str], *,
-             valid: str | os.PathLike[str] | None = None, output: str | os.PathLike[str] = "adapter.gguf",
+             valid: str | os.PathLike[str] | None = None, output: str | os.PathLike[str] | None = "adapter.gguf",
              lora_rank: int = 8, lora_alpha: float = 16.0, lora_dropout: float = 0.0,
              targets: str | Sequence[str] = "all-linear", full: bool = False, epochs: int = 1, batch_size: int = 4,
              learning_rate: float = 1e-4, mask_prompt: bool = True, max_seq_length: int = 2048,
              too_long: str = "truncate", pack: bool = False, fuse: str | os.PathLike[str] | None = None,
              checkpoint: str | os.PathLike[str] | None = None, resume: str | os.PathLike[str] | None = None,
-             seed: int = 0, n_threads: int | None = None, verbose: int = 1, log: Log = print,
-             callbacks: Sequence[Callback] = ()) -> FineTuneResult:
+             cache: str | os.PathLike[str] | None = None, seed: int = 0, n_threads: int | None = None,
+             verbose: int = 1, log: Log = print, callbacks: Sequence[Callback] = ()) -> FineTuneResult:
     """Fine-tune the GGUF language model ``base`` on the JSONL data ``data`` (a file, or a directory of
     train.jsonl / valid.jsonl / test.jsonl) and write the adapter to ``output`` (see the module).
 
@@ -134,10 +135,14 @@ def finetune(base: str | os.PathLike[str], data: str | os.PathLike[str], *,
     max_seq_length, too_long ("truncate" or "skip"): the longest example, in tokens (at most the
        model's context + 1). pack: several examples per row (``Examples.packed``: no example attends
        to another; faster when examples are short, see docs/guide/language-models.md).
+    output: None writes no file (the returned model has the adapters).
     fuse: also write base + adapter merged, as one GGUF llama.cpp runs (the returned model is then the
        merged one: ``merge_lora`` in place).
     checkpoint: a file (``{epoch}`` allowed) written after every epoch, weights and optimizer state;
        resume: such a file to continue from, exactly (same data and arguments).
+    cache: a folder for the tokenized data and its windows as files (``tokenize_jsonl``'s ``cache``):
+       tokenized once, found there by later runs, and trained from the files' mappings (data larger
+       than memory); default in memory.
     log: where the summary lines go (default print); verbose: fit's (0 silent, 1 bar, 2 a line per epoch).
     """
     base_path = _path("base", base)
@@ -167,7 +172,7 @@ def finetune(base: str | os.PathLike[str], data: str | os.PathLike[str], *,
     context = model.input_shape[0]
     longest = min(max_seq_length, context + 1)
     sets = {split: tokenize_jsonl(path, tokenizer, mask_prompt=mask_prompt, max_seq_length=longest,
-                                  too_long=too_long) for split, path in files.items() if split != "test"}
+                                  too_long=too_long, cache=cache) for split, path in files.items() if split != "test"}
     for split, ex in sets.items():
         log(f"{split}: {len(ex)} examples ({ex.format}), {ex.n_targets} tokens trained of "
             f"{int(ex.lengths().sum())}; {ex.truncated} truncated, {ex.skipped} skipped (max_seq_length {longest})")

@@ -79,6 +79,9 @@ def parser() -> argparse.ArgumentParser:
     mask.add_argument("--no-mask-prompt", dest="mask_prompt", action="store_false", help="train on every token")
     train.add_argument("--pack", action="store_true",
                        help="pack several examples into each row (none attends to another): faster for short ones")
+    train.add_argument("--cache", metavar="DIR",
+                       help="tokenize the data into files in DIR once (reused while the data, tokenizer and options "
+                            "are the same) and train from their mappings: data larger than memory")
     train.add_argument("--seed", type=int, default=0, help="the adapters' initialisation and the shuffling")
     train.add_argument("--threads", type=int, default=None, help="CPU threads (default: the cores)")
     ckpt = p.add_argument_group("checkpoints")
@@ -99,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  full=a.full, epochs=a.epochs, batch_size=a.batch_size, learning_rate=a.learning_rate,
                  mask_prompt=a.mask_prompt, max_seq_length=a.max_seq_length,
                  too_long="skip" if a.skip_long else "truncate", pack=a.pack, fuse=a.fuse, checkpoint=a.checkpoint,
-                 resume=a.resume, seed=a.seed, n_threads=a.threads, verbose=0 if a.quiet else 1)
+                 resume=a.resume, cache=a.cache, seed=a.seed, n_threads=a.threads, verbose=0 if a.quiet else 1)
     except (ValueError, TypeError) as exc:
         p.exit(2, f"{p.prog}: error: {exc}\n")
     except KeyboardInterrupt:
