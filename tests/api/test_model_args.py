@@ -133,3 +133,21 @@ def test_projections_named_as_earlier_versions_named_them_still_load(tmp_path):
         cls, config, shape, weights, *rest = args
         old_pickle = rebuild(cls, config, shape, {legacy.get(k, k): v for k, v in weights.items()}, *rest)
         np.testing.assert_array_equal(old_pickle.predict(x, logits=True), m.predict(x, logits=True))
+
+
+@pytest.mark.parametrize("arch, variant", [("qwen2", dict(rope_mode="neox", qkv_bias=True)),
+                                           ("qwen3", dict(rope_mode="neox", qk_norm=True, head_dim=8))])
+def test_qwen_builders_are_llama_with_their_attention_options(tmp_path, arch, variant):
+    """Each architecture's module owns its builder: qwen2 / qwen3 are the llama block with the options
+    their llama.cpp graphs use, Qwen's defaults (rope base 1e6, norm eps 1e-6), saved under their name."""
+    head_dim = variant.get("head_dim")
+    m = getattr(pgo.models, arch)(V, T, 16, 1, 4, n_kv_heads=2, head_dim=head_dim)
+    assert m.args == pgo.models.llama(V, T, 16, 1, 4, n_kv_heads=2, rope_theta=1e6, norm_eps=1e-6, **variant).args
+    m.build((T,), seed=0)
+    m.save(tmp_path / "q.gguf", tokenizer=TOK)
+    with pgo.core.GGUFFile.read(tmp_path / "q.gguf") as f:
+        assert f.get("general.architecture") == arch and f.get(f"{arch}.rope.freq_base") == 1e6
+    back = pgo.load(tmp_path / "q.gguf")
+    assert back.args == m.args
+    x = np.arange(T, dtype=np.int32).reshape(1, T) % V
+    np.testing.assert_array_equal(back.predict(x, logits=True), m.predict(x, logits=True))

@@ -1,10 +1,15 @@
-"""Language models: one table entry per GGUF architecture (``table.py``), a frozen ``ModelArgs`` per
-family (``gpt.py``, ``llama.py``, each with its builder and its entries), ``LanguageModel`` (the
-Sequential that carries its arguments), the files of the table's architectures (``gguf_io.py``) and
-the plain Sequentials of earlier versions (``legacy.py``)."""
+"""Language models: one module per architecture, each owning its arguments, its block and its GGUF
+table entry over the shared layers of ``nn.layers`` (attention with its options, norms, gated MLPs):
+``gpt.py`` (pyggml_opt's "pyggml-gpt" and llama.cpp's "gpt2"), ``llama.py``, ``qwen2.py``, ``qwen3.py``
+(Llama's block with attention options); ``args.py`` (``ModelArgs``, what every architecture's
+arguments share), ``table.py`` (what a table entry is), ``model.py`` (``LanguageModel``: the Sequential
+that carries its arguments), ``gguf_io.py`` (the files of the table's architectures) and ``legacy.py``
+(the plain Sequentials of earlier versions)."""
 from .args import MAX_CONTEXT, ModelArgs, check_context
 from .gpt import GPT2, PYGGML_GPT, GPTArgs, gpt
-from .llama import LLAMA, QWEN2, QWEN3, LlamaArgs, default_ffn_dim, llama
+from .llama import LLAMA, LlamaArgs, LlamaBlock, default_ffn_dim, llama
+from .qwen2 import QWEN2, qwen2
+from .qwen3 import QWEN3, qwen3
 from .model import LOSS, TIED, LanguageModel
 from .table import Architecture, Key, TensorMap
 from .legacy import args_of
@@ -14,5 +19,5 @@ for _arch in (PYGGML_GPT, GPT2, LLAMA, QWEN2, QWEN3):  # the table's entries, in
     register_architecture(_arch)
 
 __all__ = ["ARCHITECTURES", "Architecture", "GPT2", "GPTArgs", "Key", "LLAMA", "LOSS", "LanguageModel", "LlamaArgs",
-           "MAX_CONTEXT", "ModelArgs", "PYGGML_GPT", "QWEN2", "QWEN3", "TIED", "TensorMap", "args_of", "check_context", "default_ffn_dim",
-           "gpt", "llama", "register_architecture"]
+           "LlamaBlock", "MAX_CONTEXT", "ModelArgs", "PYGGML_GPT", "QWEN2", "QWEN3", "TIED", "TensorMap", "args_of",
+           "check_context", "default_ffn_dim", "gpt", "llama", "qwen2", "qwen3", "register_architecture"]

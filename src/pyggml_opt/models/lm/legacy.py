@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from ...nn import Network, serialize
-from ...nn.layers import Dropout, Embedding, Layer, LayerNorm, Linear, LlamaBlock, PositionalEmbedding, RMSNorm, TransformerBlock
+from ...nn.layers import Dropout, Embedding, Layer, LayerNorm, Linear, PositionalEmbedding, RMSNorm, TransformerBlock
 from ..model import Sequential
 from .args import ModelArgs
 from .gpt import GPTArgs
-from .llama import LlamaArgs
+from .llama import LlamaArgs, LlamaBlock
 from .model import TIED, LanguageModel
 from .table import Architecture
 

@@ -1,5 +1,6 @@
-"""The Llama family: ``LlamaArgs``, the ``llama`` builder, and llama.cpp's "llama", "qwen2" and "qwen3"
-GGUF architectures (one set of keys and tensor names; each fixes the variants it holds).
+"""The Llama architecture: ``LlamaArgs``, ``LlamaBlock``, the ``llama`` builder and llama.cpp's "llama"
+GGUF entry, with the keys and tensor names its variants (``qwen2.py``, ``qwen3.py``: the same block with
+attention options) share.
 
 What llama.cpp's loader (src/models/llama.cpp, llama-model.cpp in llama-cpp-python 0.3.36) expects:
 keys ``llama.context_length``, ``.embedding_length``, ``.feed_forward_length``, ``.block_count``,
@@ -9,9 +10,7 @@ another type); tensors ``token_embd``, ``output_norm``, ``output`` (absent when 
 the token embedding) and per block ``blk.<i>.attn_norm``, ``attn_q``, ``attn_k``, ``attn_v``,
 ``attn_output``, ``ffn_norm``, ``ffn_gate``, ``ffn_up``, ``ffn_down``, numpy shapes (out, in) as
 pyggml_opt's Linear weights. llama.cpp's ``llama`` rotates adjacent feature pairs (rope type NORM), as
-``GroupedQueryAttention`` does, so no weight is permuted. ``qwen2`` adds ``attn_q.bias`` / ``attn_k.bias``
-/ ``attn_v.bias`` and rotates halves (NEOX); ``qwen3`` has ``attn_q_norm`` / ``attn_k_norm`` (one weight
-per head feature) and NEOX, no biases.
+``GroupedQueryAttention`` does, so no weight is permuted.
 """
 from __future__ import annotations
 
@@ -21,7 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...checks import check_bool, check_choice, check_int, check_number
-from ...nn.layers import Layer, Linear, LlamaBlock, RMSNorm
+from ...nn import Tensor, register
+from ...nn import ops as F
+from ...nn.layers import Block, GatedMLP, GroupedQueryAttention, Layer, LayerShapes, Linear, RMSNorm
+from ...nn.layers.base import SequenceState
 from .args import ModelArgs
 from .model import LanguageModel, token_embedding
 from .table import Architecture, Key, TensorMap
@@ -33,6 +35,46 @@ def default_ffn_dim(dim: int) -> int:
     """Llama's feed-forward width for ``dim``: 2/3 of 4 * dim (SwiGLU's three matrices then cost what a
     4 * dim GELU MLP's two do), rounded up to a multiple of 32."""
     return FFN_MULTIPLE * math.ceil(8 * dim / 3 / FFN_MULTIPLE)
+
+
+@register
+class LlamaBlock(Block):
+    """Llama's transformer block on a sequence (T, dim): x + attn(RMSNorm(x)), then
+    x + ffn(RMSNorm(x)), with ``attn`` a ``GroupedQueryAttention`` (``n_heads``, ``n_kv_heads``, heads
+    of ``head_dim``, rotary positions of base ``rope_theta`` and ``rope_mode``, ``qkv_bias``,
+    ``qk_norm``, causal) and ``ffn`` a SiLU ``GatedMLP`` (SwiGLU) of ``ffn_dim`` hidden units; the norms
+    (``attn_norm``, ``ffn_norm``, and the attention's per-head ones) use ``eps``."""
+
+    keeps_mask = True
+
+    def __init__(self, dim: int, n_heads: int, n_kv_heads: int | None = None, ffn_dim: int | None = None,
+                 rope_theta: float = 10000.0, eps: float = 1e-5, head_dim: int | None = None, rope_mode: str = "norm",
+                 qkv_bias: bool = False, qk_norm: bool = False, name: str | None = None) -> None:
+        super().__init__(name)
+        self.dim = check_int("dim", dim)
+        attn = GroupedQueryAttention(dim, n_heads, n_kv_heads, rope_theta, head_dim=head_dim, rope_mode=rope_mode,
+                                     qkv_bias=qkv_bias, qk_norm=qk_norm,
+                                     norm_eps=check_number("eps", eps, 0.0, 1.0, lo_open=True))
+        self.n_heads, self.n_kv_heads, self.rope_theta = attn.n_heads, attn.n_kv_heads, attn.rope_base
+        self.ffn_dim = check_int("ffn_dim", ffn_dim) if ffn_dim is not None else 4 * self.dim
+        self.eps = check_number("eps", eps, 0.0, 1.0, lo_open=True)
+        self.children = {"attn_norm": RMSNorm(dim, self.eps), "attn": attn, "ffn_norm": RMSNorm(dim, self.eps),
+                         "ffn": GatedMLP(dim, self.ffn_dim, "silu")}
+
+    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
+        if len(input_shape) != 2 or input_shape[1] != self.dim:
+            self._fail(input_shape, f"a sequence (T, {self.dim})")
+        return self.infer_children({child: input_shape for child in self.children}, tuple(input_shape))
+
+    def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
+        x = F.add(x, self.call("attn", self.call("attn_norm", x, params), params, state))
+        return F.add(x, self.call("ffn", self.call("ffn_norm", x, params), params))
+
+    def get_config(self) -> dict:
+        attn = self.children["attn"].get_config()  # the attention's options beyond Llama's, where set
+        extra = {k: attn[k] for k in ("head_dim", "rope_mode", "qkv_bias", "qk_norm") if k in attn}
+        return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads,
+                "ffn_dim": self.ffn_dim, "rope_theta": self.rope_theta, "eps": self.eps, **extra}
 
 
 @dataclass(frozen=True)
@@ -127,13 +169,3 @@ REFUSED = {"expert_count": (None, 0), "rope.scaling.type": (None, "none", "linea
 
 LLAMA = Architecture("llama", "llama.cpp", LlamaArgs, FAMILY_KEYS, FAMILY_TENSORS,
                      fixed={"rope_mode": "norm", "qkv_bias": False, "qk_norm": False}, refused=REFUSED, exact_args=True)
-# Qwen2 (src/models/qwen2.cpp): biases on the query / key / value projections, NEOX rope
-QWEN2 = Architecture("qwen2", "llama.cpp", LlamaArgs, FAMILY_KEYS,
-                     TensorMap(FAMILY_TENSORS.names, {**FAMILY_TENSORS.block,
-                                                      **{f"attn.w{p}.bias": f"attn_{p}.bias" for p in "qkv"}}),
-                     fixed={"rope_mode": "neox", "qkv_bias": True, "qk_norm": False}, refused=REFUSED, exact_args=True)
-# Qwen3 (src/models/qwen3.cpp): an RMSNorm of each head's queries and keys, NEOX rope, no biases
-QWEN3 = Architecture("qwen3", "llama.cpp", LlamaArgs, FAMILY_KEYS,
-                     TensorMap(FAMILY_TENSORS.names, {**FAMILY_TENSORS.block, "attn.q_norm.weight": "attn_q_norm.weight",
-                                                      "attn.k_norm.weight": "attn_k_norm.weight"}),
-                     fixed={"rope_mode": "neox", "qkv_bias": False, "qk_norm": True}, refused=REFUSED, exact_args=True)

@@ -9,18 +9,18 @@ constructor arguments and ``from_config`` rebuilds the layer; each class is regi
 (``registry.py``) from this package's ``__all__``, so adding a layer to one of its modules (by kind)
 and to ``__all__`` is all a saved model needs to know about it."""
 from .base import Layer, LayerShapes
-from .dense import Dropout, Flatten, Linear, Reshape, SwiGLU
+from .dense import Dropout, Flatten, GatedMLP, Linear, Reshape, SwiGLU
 from .embedding import Embedding, PositionalEmbedding
 from .conv import AvgPool2d, Conv1d, Conv2d, GlobalAveragePooling1D, GlobalAveragePooling2D, MaxPool2d
 from .activations import GELU, ReLU, SiLU, Sigmoid, Softmax, Tanh
 from .norm import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm
 from .attention import GroupedQueryAttention, MultiHeadAttention
 from .block import Block
-from .transformer import LlamaBlock, TransformerBlock
+from .transformer import TransformerBlock
 from ..registry import register
 
-__all__ = ['AvgPool2d', 'BatchNorm1d', 'BatchNorm2d', 'Block', 'Conv1d', 'Conv2d', 'Dropout', 'Embedding', 'Flatten', 'GELU', 'GlobalAveragePooling1D',
-           'GlobalAveragePooling2D', 'GroupedQueryAttention', 'Layer', 'LayerNorm', 'LayerShapes', 'Linear', 'LlamaBlock', 'MaxPool2d', 'MultiHeadAttention', 'PositionalEmbedding', 'RMSNorm',
+__all__ = ['AvgPool2d', 'BatchNorm1d', 'BatchNorm2d', 'Block', 'Conv1d', 'Conv2d', 'Dropout', 'Embedding', 'Flatten', 'GELU', 'GatedMLP', 'GlobalAveragePooling1D',
+           'GlobalAveragePooling2D', 'GroupedQueryAttention', 'Layer', 'LayerNorm', 'LayerShapes', 'Linear', 'MaxPool2d', 'MultiHeadAttention', 'PositionalEmbedding', 'RMSNorm',
            'ReLU', 'Reshape', 'SiLU', 'Sigmoid', 'Softmax', 'SwiGLU', 'Tanh', 'TransformerBlock']
 
 for _name in __all__:

@@ -1,11 +1,11 @@
-"""Layers on feature vectors and their shapes: Linear, Dropout, Flatten, Reshape."""
+"""Layers on feature vectors and their shapes: Linear, Dropout, Flatten, Reshape, the gated MLPs."""
 from __future__ import annotations
 
 from typing import Sequence
 
 import numpy as np
 
-from ...checks import check_int, check_number
+from ...checks import check_choice, check_int, check_number
 from .. import ops as F
 from ..ops import Tensor
 from ..params import uniform_init
@@ -148,16 +148,22 @@ class Reshape(Layer):
         return {**super().get_config(), "shape": list(self.shape)}
 
 
-class SwiGLU(Block):
-    """Llama's feed-forward network: down(silu(gate(x)) * up(x)), (in,) or (T, in) -> same shape, with
-    ``Linear`` children without biases ``w_gate`` and ``w_up`` (hidden, dim) and ``w_down`` (dim, hidden)."""
+# a gated MLP's activations: Llama's SiLU (SwiGLU), Gemma's GELU in the tanh approximation (GeGLU)
+GATE_ACTIVATIONS = {"silu": F.silu, "gelu_tanh": F.gelu}
+
+
+class GatedMLP(Block):
+    """A gated feed-forward network: down(act(gate(x)) * up(x)), (in,) or (T, in) -> same shape, with
+    ``Linear`` children without biases ``w_gate`` and ``w_up`` (hidden, dim) and ``w_down`` (dim, hidden);
+    ``activation`` "silu" (SwiGLU: Llama's, Qwen's) or "gelu_tanh" (GeGLU: Gemma's)."""
 
     keeps_mask = True
     decoding = "steps"
 
-    def __init__(self, dim: int, hidden: int, name: str | None = None) -> None:
+    def __init__(self, dim: int, hidden: int, activation: str = "silu", name: str | None = None) -> None:
         super().__init__(name)
         self.dim, self.hidden = check_int("dim", dim), check_int("hidden", hidden)
+        self.activation = check_choice("activation", activation, tuple(GATE_ACTIVATIONS))
         self.children = {"w_gate": Linear(self.dim, self.hidden, False), "w_up": Linear(self.dim, self.hidden, False),
                          "w_down": Linear(self.hidden, self.dim, False)}
 
@@ -172,8 +178,20 @@ class SwiGLU(Block):
         return {f"{p}.weight": p for p in self.children}
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        gated = F.mul(F.silu(self.call("w_gate", x, params)), self.call("w_up", x, params))
-        return self.call("w_down", gated, params)
+        gate = GATE_ACTIVATIONS[self.activation](self.call("w_gate", x, params))
+        return self.call("w_down", F.mul(gate, self.call("w_up", x, params)), params)
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "dim": self.dim, "hidden": self.hidden}
+        return {**super().get_config(), "dim": self.dim, "hidden": self.hidden, "activation": self.activation}
+
+
+class SwiGLU(GatedMLP):
+    """Llama's feed-forward network: a ``GatedMLP`` with SiLU, down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, dim: int, hidden: int, name: str | None = None) -> None:
+        super().__init__(dim, hidden, "silu", name)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        del config["activation"]
+        return config

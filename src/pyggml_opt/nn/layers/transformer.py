@@ -1,14 +1,14 @@
-"""Transformer blocks: GPT-2's and Llama's."""
+"""GPT-2's transformer block (the language-model architectures' own blocks live in ``models/lm``)."""
 from __future__ import annotations
 
 from ...checks import check_int, check_number
 from .. import ops as F
 from ..ops import Tensor
-from .attention import GroupedQueryAttention, MultiHeadAttention
+from .attention import MultiHeadAttention
 from .base import LayerShapes, SequenceState
 from .block import Block
-from .dense import Dropout, Linear, SwiGLU
-from .norm import LayerNorm, RMSNorm
+from .dense import Dropout, Linear
+from .norm import LayerNorm
 
 
 class TransformerBlock(Block):
@@ -54,42 +54,3 @@ class TransformerBlock(Block):
     def get_config(self) -> dict:
         return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "mlp_ratio": self.mlp_ratio,
                 "dropout": self.dropout, "causal": self.causal, "rope": self.rope, "eps": self.eps}
-
-
-class LlamaBlock(Block):
-    """Llama's transformer block on a sequence (T, dim): x + attn(RMSNorm(x)), then
-    x + ffn(RMSNorm(x)), with ``attn`` a ``GroupedQueryAttention`` (``n_heads``, ``n_kv_heads``, heads
-    of ``head_dim``, rotary positions of base ``rope_theta`` and ``rope_mode``, ``qkv_bias``,
-    ``qk_norm``, causal) and ``ffn`` a ``SwiGLU`` of ``ffn_dim`` hidden units; the norms
-    (``attn_norm``, ``ffn_norm``, and the attention's per-head ones) use ``eps``."""
-
-    keeps_mask = True
-
-    def __init__(self, dim: int, n_heads: int, n_kv_heads: int | None = None, ffn_dim: int | None = None,
-                 rope_theta: float = 10000.0, eps: float = 1e-5, head_dim: int | None = None, rope_mode: str = "norm",
-                 qkv_bias: bool = False, qk_norm: bool = False, name: str | None = None) -> None:
-        super().__init__(name)
-        self.dim = check_int("dim", dim)
-        attn = GroupedQueryAttention(dim, n_heads, n_kv_heads, rope_theta, head_dim=head_dim, rope_mode=rope_mode,
-                                     qkv_bias=qkv_bias, qk_norm=qk_norm,
-                                     norm_eps=check_number("eps", eps, 0.0, 1.0, lo_open=True))
-        self.n_heads, self.n_kv_heads, self.rope_theta = attn.n_heads, attn.n_kv_heads, attn.rope_base
-        self.ffn_dim = check_int("ffn_dim", ffn_dim) if ffn_dim is not None else 4 * self.dim
-        self.eps = check_number("eps", eps, 0.0, 1.0, lo_open=True)
-        self.children = {"attn_norm": RMSNorm(dim, self.eps), "attn": attn, "ffn_norm": RMSNorm(dim, self.eps),
-                         "ffn": SwiGLU(dim, self.ffn_dim)}
-
-    def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
-        if len(input_shape) != 2 or input_shape[1] != self.dim:
-            self._fail(input_shape, f"a sequence (T, {self.dim})")
-        return self.infer_children({child: input_shape for child in self.children}, tuple(input_shape))
-
-    def forward(self, x: Tensor, params: dict[str, Tensor], state: SequenceState | None = None) -> Tensor:
-        x = F.add(x, self.call("attn", self.call("attn_norm", x, params), params, state))
-        return F.add(x, self.call("ffn", self.call("ffn_norm", x, params), params))
-
-    def get_config(self) -> dict:
-        attn = self.children["attn"].get_config()  # the attention's options beyond Llama's, where set
-        extra = {k: attn[k] for k in ("head_dim", "rope_mode", "qkv_bias", "qk_norm") if k in attn}
-        return {**super().get_config(), "dim": self.dim, "n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads,
-                "ffn_dim": self.ffn_dim, "rope_theta": self.rope_theta, "eps": self.eps, **extra}
