@@ -5,8 +5,13 @@ the judges compute: for 10 prompts, logits equal to transformers' in float64 (F3
 llama-cpp-python's on the same file (F32 key / value cache), and greedy generation of 100 tokens
 identical to llama-cpp-python's.
 
+Architectures: llama, qwen2, qwen3, gpt2 (GPT-2's own layout: fused query / key / value, learnt
+positions, LayerNorms and biases) and gemma3 (norms around attention and MLP, GeGLU, sliding-window
+and global layers, a SentencePiece tokenizer).
+
 Tolerances, as the maximum absolute difference over the largest logit (measured on an AMD EPYC with
-AVX-512, 2 threads, ``pytest -s`` prints them): F32 1e-4 (measured 1e-6 against both judges); F16 1e-3
+AVX-512, 2 threads, ``pytest -s`` prints them): F32 1e-4 (measured 1e-6 against both judges; for the
+GELU models against llama.cpp, 3e-3 more: ``GELU_TABLE``); F16 1e-3
 (3-4e-4) and BF16 5e-3 (0 to 3e-3); Q8_0, the K-quants and the legacy types 5e-2 (4e-3 to 1.5e-2). Both
 sides run ggml 0.25.3's kernels from the same source, built two ways (pyggml_opt's with its patches,
 its own float32 GEMM among them, for named CPU features; llama-cpp-python's with -march=native and
@@ -24,8 +29,9 @@ picks are a near tie: their logits differ by less than the tolerance. Greedy gen
 continuations may part there, as llama.cpp's own do between its batch sizes). A Q4_K_M file saved again
 by pyggml_opt holds the same keys and tensors and gives llama.cpp the same logits.
 
-About 4 min on 2 idle cores (8 beside other work): the three architectures' models (dim 256, 2 blocks, real vocabularies of
-128,256 and 151,936 tokens), each converted once and quantized to every type.
+About 5 min on 2 idle cores (10 beside other work): the five architectures' models (dim 256, 2 blocks (gemma3: 7),
+real vocabularies of 128,256, 151,936 and 50,257 tokens, gemma3's 1,024), each converted once and quantized to
+every type.
 """
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ import pytest
 
 import pyggml_opt as pgo
 from support import import_or_skip
-from support.hf_models import convert, quantize, save_hf_model
+from support.hf_models import SPM_FORTUNES, convert, quantize, save_hf_model
 
 llama_cpp = import_or_skip("llama_cpp", "llama.cpp judges the logits")
 transformers = import_or_skip("transformers", "the test models are transformers models")
@@ -44,6 +50,17 @@ gguf = import_or_skip("gguf", "gguf's GGUFReader lists the file's tensor types")
 CONTEXT, PROMPTS, NEW_TOKENS = 256, 10, 100
 TOLERANCE = {"F32": 1e-4, "F16": 1e-3, "BF16": 5e-3}
 QUANTIZED = 5e-2  # Q8_0, the K-quants and the legacy types
+# llama.cpp's CPU GELU (GGML_GELU_FP16) rounds each input to float16 to index a table of outputs:
+# ~5e-4 relative per activation, where pyggml_opt's (vendor patch 0022) computes it in float32; on the
+# F32 files it alone parts the two (measured 3.7e-4 on gpt2, 6.2e-4 on gemma3's 7 blocks, while
+# pyggml_opt stays within 1e-6 of transformers' float64), and it adds to the other types' bounds
+GELU_TABLE = 3e-3
+GELU_ARCHS = ("gpt2", "gemma3")
+
+
+def _tolerance(arch: str, kind: str) -> float:
+    """The bound of pyggml_opt's logits against llama-cpp-python's for a file of ``arch`` and ``kind``."""
+    return TOLERANCE.get(kind, QUANTIZED) + (GELU_TABLE if arch in GELU_ARCHS else 0.0)
 TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_K_M", "Q5_K_M", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
 
 
@@ -55,19 +72,28 @@ def _configs():
         # Llama 3's vocabulary (llama-bpe); a feed-forward width that is not a multiple of 256, so that
         # llama.cpp's K-quant files fall back to Q5_0 / Q5_1 / Q8_0 for ffn_down, as Gemma's and others' do
         "llama": (t.LlamaConfig(vocab_size=128256, intermediate_size=384, rope_theta=500000.0, rms_norm_eps=1e-5,
-                                **common), "llama-bpe"),
+                                **common), "llama-bpe", "llama"),
         "qwen2": (t.Qwen2Config(vocab_size=151936, intermediate_size=512, rope_theta=1e6, rms_norm_eps=1e-6,
-                                tie_word_embeddings=True, **common), "qwen2"),
+                                tie_word_embeddings=True, **common), "qwen2", "llama"),
         # heads of 128 features: queries 512 wide for a width of 256
         "qwen3": (t.Qwen3Config(vocab_size=151936, intermediate_size=512, head_dim=128, rope_theta=1e6,
-                                rms_norm_eps=1e-6, tie_word_embeddings=True, **common), "qwen2"),
+                                rms_norm_eps=1e-6, tie_word_embeddings=True, **common), "qwen2", "llama"),
+        # GPT-2's vocabulary, learnt positions, fused query / key / value, LayerNorms, biases, a GELU MLP;
+        # the converter reads n_ctx (GPT-2's own config.json has it) and writes no output.weight (tied)
+        "gpt2": (t.GPT2Config(vocab_size=50257, n_positions=CONTEXT, n_ctx=CONTEXT, n_embd=256, n_layer=2, n_head=4),
+                 "gpt-2", "gpt"),
+        # 7 blocks: 0-4 and 6 local (a window of 8 steps, which the prompts pass), 5 global; a SentencePiece
+        # tokenizer (Gemma's kind); query_pre_attn_scalar = head_dim, the scale llama.cpp uses for it
+        "gemma3": (t.Gemma3TextConfig(vocab_size=1024, intermediate_size=384, head_dim=64, sliding_window=8,
+                                      query_pre_attn_scalar=64, rms_norm_eps=1e-6, **{**common, "num_hidden_layers": 7}),
+                   SPM_FORTUNES, "gemma3"),
     }
 
 
-@pytest.fixture(scope="module", params=["llama", "qwen2", "qwen3"])
+@pytest.fixture(scope="module", params=["llama", "qwen2", "qwen3", "gpt2", "gemma3"])
 def made(request, tmp_path_factory):
     """(architecture, the transformers model in float64, a function type -> the GGUF file of that type)."""
-    config, vocab = _configs()[request.param]
+    config, vocab, _ = _configs()[request.param]
     folder = tmp_path_factory.mktemp(request.param)
     hf_dir = save_hf_model(config, vocab, folder / "hf")
     f32 = convert(hf_dir, folder / "F32.gguf")
@@ -117,7 +143,7 @@ def test_gguf_file_computes_what_llama_cpp_computes(made, kind):
     arch, hf, file_of = made
     path = file_of(kind)
     model = pgo.load(path)
-    assert model.args.family == "llama" and pgo.saving.load_metadata(path)["general.architecture"] == arch
+    assert model.args.family == _configs()[arch][2] and pgo.saving.load_metadata(path)["general.architecture"] == arch
     # every matrix stays in the file's type in ggml memory: no dequantized copy
     kept = set(model.quantized().values()) | ({"f32"} if len(model.quantized()) < sum(
         len(s) == 2 for s in model.param_shapes.values()) else set())
@@ -137,13 +163,14 @@ def test_gguf_file_computes_what_llama_cpp_computes(made, kind):
                 ref = hf(torch.tensor(ids[None].astype(np.int64))).logits[0].numpy()
             assert _relative(ours.astype(np.float64), ref) <= 1e-4, arch
     print(f"{arch} {kind}: logits vs llama.cpp {worst:.2e}")
-    assert worst <= TOLERANCE.get(kind, QUANTIZED)
+    assert worst <= _tolerance(arch, kind)
     # top-1 agreement: where the two picks differ, they are a near tie, closer than the tolerance
-    assert max(ties) <= TOLERANCE.get(kind, QUANTIZED), max(ties)
+    assert max(ties) <= _tolerance(arch, kind), max(ties)
     # greedy decoding, pyggml_opt's KV cache against llama.cpp's: the same tokens, except that where the
     # kernels' rounding (the tolerance above) separates two candidates, the continuations may part there
     for ids in _prompts(model.args.vocab_size)[:2]:
-        ours = model.generate(ids, NEW_TOKENS, temperature=0)[len(ids):]
+        # llama-cpp-python's generate goes on past an end-of-text token: so does this one
+        ours = model.generate(ids, NEW_TOKENS, temperature=0, ignore_eos=True)[len(ids):]
         theirs = []
         for token in ll.generate(ids.tolist(), temp=0, top_k=1, reset=True):
             theirs.append(token)
@@ -155,7 +182,7 @@ def test_gguf_file_computes_what_llama_cpp_computes(made, kind):
             logits = model.predict(np.concatenate([ids, ours[:t]])[None], logits=True)[0, -1]
             gap = (logits[ours[t]] - logits[theirs[t]]) / np.abs(logits).max()
             print(f"{arch} {kind}: greedy tokens part at step {t}, a gap of {gap:.1e} between the two")
-            assert kind != "F32" and gap <= TOLERANCE.get(kind, QUANTIZED)
+            assert (kind != "F32" or arch in GELU_ARCHS) and gap <= _tolerance(arch, kind)
 
 
 def test_a_file_saved_again_keeps_its_keys_and_tensors(made, tmp_path):

@@ -63,10 +63,16 @@ def vocab_keys(vocab: str) -> dict:
         return {k: f.get_typed(k) for k in f.keys() if k.startswith("tokenizer.")}
 
 
+SPM_FORTUNES = "fortunes-spm"  # not a llama.cpp vocabulary: a SentencePiece model trained on Debian's fortunes
+
+
 def tokenizer_dir(vocab: str) -> Path:
     """A folder with the ``transformers`` tokenizer files (tokenizer.json, tokenizer_config.json, chat
-    template) of llama.cpp's ``models/ggml-vocab-<vocab>.gguf``, made once."""
+    template) of llama.cpp's ``models/ggml-vocab-<vocab>.gguf``, made once; for ``SPM_FORTUNES`` a
+    SentencePiece ``tokenizer.model`` instead (``fortunes_sentencepiece``)."""
     out = cache_dir() / "tokenizers" / vocab
+    if vocab == SPM_FORTUNES:
+        return fortunes_sentencepiece(out)
     if (out / "tokenizer.json").is_file():
         return out
     from transformers import AutoTokenizer
@@ -79,6 +85,28 @@ def tokenizer_dir(vocab: str) -> Path:
     tok.save_pretrained(partial)
     n_tokens = len(gguf.GGUFReader(llama_cpp_source() / "models" / name).fields["tokenizer.ggml.tokens"].data)
     _drop_tokens_from(partial, n_tokens)
+    partial.replace(out)
+    return out
+
+
+def fortunes_sentencepiece(out: Path, vocab_size: int = 1024) -> Path:
+    """A folder holding ``tokenizer.model``: a SentencePiece BPE model with byte fallback (Gemma's kind;
+    ids 0-3 pad, eos, bos, unk as Gemma's) of ``vocab_size`` pieces trained on Debian's fortunes, made
+    once. llama.cpp's converter reads it as it reads Gemma's own."""
+    if (out / "tokenizer.model").is_file():
+        return out
+    import sentencepiece
+
+    import pyggml_opt as pgo
+
+    texts, _, _ = pgo.data.load_fortunes()
+    partial = out.with_name(out.name + ".partial")
+    partial.mkdir(parents=True, exist_ok=True)
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_prefix=str(partial / "tokenizer"), vocab_size=vocab_size,
+        model_type="bpe", byte_fallback=True, character_coverage=1.0, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
+        num_threads=2, minloglevel=2)
+    (partial / "tokenizer.vocab").unlink()
     partial.replace(out)
     return out
 

@@ -1,4 +1,4 @@
-"""Float64 numpy forward passes of llama.cpp's ``llama`` and ``gpt2`` files (read with gguf's own
+"""Float64 numpy forward passes of llama.cpp's ``llama``, ``gemma3`` and ``gpt2`` files (read with gguf's own
 GGUFReader, not pyggml_opt's), the references of kernels/test_llama.py and integration/test_llama_cpp.py."""
 from __future__ import annotations
 
@@ -48,11 +48,14 @@ def rope_neox(x, base):
     return np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
 
 
-def attend(q, k, v):
-    """Causal attention of q (T, H, d) over k, v (T, KV, d): head h uses key head h // (H / KV)."""
+def attend(q, k, v, window=None, scale=None):
+    """Causal attention of q (T, H, d) over k, v (T, KV, d): head h uses key head h // (H / KV); scores
+    times ``scale`` (default 1 / sqrt(d)); with ``window``, keys ``window`` or more steps back masked."""
     steps, heads, d = q.shape
     k, v = (np.repeat(t, heads // t.shape[1], axis=1) for t in (k, v))
-    s = np.einsum("thd,shd->hts", q, k) / np.sqrt(d) + np.triu(np.full((steps, steps), -np.inf), 1)
+    back = np.arange(steps)[:, None] - np.arange(steps)[None, :]
+    hidden = (back < 0) | (back >= (window or steps + 1))
+    s = np.einsum("thd,shd->hts", q, k) * (scale or d ** -0.5) + np.where(hidden, -np.inf, 0.0)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     return np.einsum("hts,shd->thd", p, v).reshape(steps, heads * d)
@@ -87,6 +90,33 @@ def llama_logits(keys, t, ids, rope=None):
         h = rms_norm(x, b("ffn_norm"), eps)
         g = h @ b("ffn_gate").T
         x = x + (g / (1 + np.exp(-g)) * (h @ b("ffn_up").T)) @ b("ffn_down").T
+    return rms_norm(x, t["output_norm.weight"], eps) @ t.get("output.weight", t["token_embd.weight"]).T
+
+
+def gemma3_logits(keys, t, ids):
+    """Logits (T, vocab) of a gemma3 file for one sequence of ids: embedding times sqrt(dim), RMSNorms
+    before and after attention and the GELU-gated MLP, per-head query / key norms, NEOX rope, every
+    ``sliding_window_pattern``-th layer global (rope ``freq_base``), the others local (sliding window,
+    rope ``freq_base_swa``)."""
+    g = lambda k, default=None: keys.get(f"gemma3.{k}", default)  # noqa: E731
+    heads, kv, eps = g("attention.head_count"), g("attention.head_count_kv"), g("attention.layer_norm_rms_epsilon")
+    window, pattern = g("attention.sliding_window", 0) or None, g("attention.sliding_window_pattern", 6)
+    x = t["token_embd.weight"][ids] * np.sqrt(t["token_embd.weight"].shape[1])
+    steps = len(ids)
+    d = g("attention.key_length")
+    gelu = lambda u: 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u ** 3)))  # noqa: E731
+    for i in range(g("block_count")):
+        b = lambda n: t[f"blk.{i}.{n}.weight"]  # noqa: E731
+        local = window is not None and (pattern == 0 or i % pattern < pattern - 1)
+        base = g("rope.freq_base_swa", 10000.0) if local else g("rope.freq_base", 10000.0)
+        h = rms_norm(x, b("attn_norm"), eps)
+        q = rope_neox(rms_norm((h @ b("attn_q").T).reshape(steps, heads, d), b("attn_q_norm"), eps), base)
+        k = rope_neox(rms_norm((h @ b("attn_k").T).reshape(steps, kv, d), b("attn_k_norm"), eps), base)
+        v = (h @ b("attn_v").T).reshape(steps, kv, d)
+        x = x + rms_norm(attend(q, k, v, window if local else None) @ b("attn_output").T, b("post_attention_norm"), eps)
+        h = rms_norm(x, b("ffn_norm"), eps)
+        u = gelu(h @ b("ffn_gate").T) * (h @ b("ffn_up").T)
+        x = x + rms_norm(u @ b("ffn_down").T, b("post_ffw_norm"), eps)
     return rms_norm(x, t["output_norm.weight"], eps) @ t.get("output.weight", t["token_embd.weight"]).T
 
 

@@ -6,7 +6,9 @@ backend buffer of its own. A ``DecodeGraph`` is the model's forward graph for ``
 ``n`` sequences at positions ``start .. start + steps - 1`` (an int32 input, so one graph serves every
 start): each attention layer writes the new keys and values into rows ``positions`` of its cache
 (ggml_set_rows) and its queries attend over the cache's first ``n_kv`` rows, the rows after each
-query's own position masked (an additive mask input, -inf). The prompt runs as one graph of its
+query's own position masked (an additive mask input, -inf; for a sliding-window layer a mask of its
+own that also hides the rows its window leaves behind, so that the cache keeps every row and each
+layer reads the ones it sees). The prompt runs as one graph of its
 length, each new token as a graph of one step over ``n_kv`` rows rounded up to ``KV_BLOCK``: the cost
 of a token grows with the cache's block, not with the whole context.
 """
@@ -86,19 +88,23 @@ class DecodeGraph:
     def __init__(self, network: Network, layers: list[tuple[str, Layer]], store: ParamStore, cache: KVCache,
                  steps: int, n_kv: int, last_only: bool = False) -> None:
         self.steps, self.n_kv, self.batch = steps, n_kv, cache.batch
+        # the attention layers' sliding windows: each gets a mask input of its own
+        self.windows = sorted({w for _, layer in layers if (w := getattr(layer, "window", None)) is not None})
         self.ctx_compute = Context(GRAPH_SIZE, graph_size=GRAPH_SIZE)
-        self.ctx_static = Context(3)
+        self.ctx_static = Context(3 + len(self.windows))
         self.buf_static: Buffer | None = None
         try:
             g = self.ctx_compute
             ids = new_input(self.ctx_static, (self.batch, steps), "ids", "int32", graph=g)
             positions = new_input(self.ctx_static, (steps,), "positions", "int32", graph=g)
             mask = new_input(self.ctx_static, (1, 1, steps, n_kv), "kv_mask", graph=g)
-            self._inputs = (ids.ptr, positions.ptr, mask.ptr)
+            windows = {w: new_input(self.ctx_static, (1, 1, steps, n_kv), f"kv_mask_{w}", graph=g) for w in self.windows}
+            self._inputs = (ids.ptr, positions.ptr, mask.ptr, *(t.ptr for t in windows.values()))
             for t in self._inputs:
                 lib.ggml_set_input(t)
             caches = {name: Tensor(t, g, cache.ctx, 3) for name, t in cache.tensors.items()}
-            state = SequenceState(positions=positions, kv_mask=mask, caches=caches, last_steps=1 if last_only else None)
+            state = SequenceState(positions=positions, kv_mask=mask, window_masks=windows, caches=caches,
+                                  last_steps=1 if last_only else None)
             out = contiguous(network.forward(ids, dict(store.tensors), state))
             self.outputs = out.ptr
             lib.ggml_set_output(self.outputs)
@@ -114,9 +120,10 @@ class DecodeGraph:
         ``last_only``: (batch, 1, vocab), the last step's), after the cache's first ``start`` rows; writes
         their keys and values into the cache."""
         pos = np.arange(start, start + self.steps, dtype=np.int32)
-        # a step attends to the cached rows up to its own position
-        mask = np.where(np.arange(self.n_kv)[None, :] <= pos[:, None], 0.0, -np.inf).astype(np.float32)
-        for t, value in zip(self._inputs, (ids.astype(np.int32, copy=False), pos, mask)):
+        back = pos[:, None] - np.arange(self.n_kv)[None, :]  # how many steps each row is before each step
+        # a step attends to the cached rows up to its own position (and within its window)
+        masks = [np.where((back >= 0) & (back < w), 0.0, -np.inf).astype(np.float32) for w in (np.inf, *self.windows)]
+        for t, value in zip(self._inputs, (ids.astype(np.int32, copy=False), pos, *masks)):
             tensor_data.set(t, value)
         scheduler.compute(self.gf)
         return tensor_data.get(self.outputs, 3)

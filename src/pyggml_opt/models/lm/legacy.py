@@ -81,8 +81,9 @@ def args_of(model: Network) -> ModelArgs | None:
 def why_not(model: Network, arch: Architecture) -> str:
     """Why ``model`` cannot be saved as ``arch``: the first layer that does not map, or what else differs."""
     args = args_of(model)
-    family = FAMILIES[arch.args]
-    what, outline = arch.name, ", ".join(k.__name__ for k in family.kinds)
+    family = FAMILIES.get(arch.args)  # None: a family with no plain form of earlier versions (gemma3)
+    what = arch.name
+    outline = ", ".join(k.__name__ for k in family.kinds) if family else f"the layers pgo.models.{arch.args.family} makes"
     if args is not None and not isinstance(args, arch.args):
         return f"a {what} file holds {arch.args.family} models, this is a {args.family}"
     if args is not None:
@@ -91,7 +92,7 @@ def why_not(model: Network, arch: Architecture) -> str:
             return fixed
         reference, layers = args.replace(**arch.fixed).layers(), model.layers  # type: ignore[attr-defined]
     else:
-        if not isinstance(model, Sequential):
+        if not isinstance(model, Sequential) or family is None:
             return f"a {type(model).__name__} is not a {what} (a Sequential of {outline})"
         guessed = _guessed(model, arch.args)
         if guessed is None:

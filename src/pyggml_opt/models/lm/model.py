@@ -18,11 +18,11 @@ LOSS = CrossEntropy.name  # what a language model trains with: the next id of ev
 TIED = {"head.weight": "tok.weight"}  # the output layer that uses the token embedding
 
 
-def token_embedding(vocab_size: int, dim: int, tie_embeddings: bool) -> Embedding:
-    """A language model's token embedding "tok"; when the output layer shares it, initialised with
-    standard deviation 1 / sqrt(dim), so that the first logits are about 1 in size (N(0, 1), an
-    embedding's default, made them sqrt(dim): a llama of width 64 started at a loss of 30 nats)."""
-    return Embedding(vocab_size, dim, name="tok", init_std=dim ** -0.5 if tie_embeddings else 1.0)
+def token_embedding(vocab_size: int, dim: int, tie_embeddings: bool, scale: float = 1.0) -> Embedding:
+    """A language model's token embedding "tok" (its rows times ``scale``); when the output layer shares
+    it, initialised with standard deviation 1 / sqrt(dim), so that the first logits are about 1 in size
+    (N(0, 1), an embedding's default, made them sqrt(dim): a llama of width 64 started at a loss of 30 nats)."""
+    return Embedding(vocab_size, dim, name="tok", init_std=dim ** -0.5 if tie_embeddings else 1.0, scale=scale)
 
 
 @register

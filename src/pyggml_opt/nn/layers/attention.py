@@ -15,24 +15,28 @@ from .dense import Linear
 from .norm import RMSNorm
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, causal: bool, state: SequenceState) -> Tensor:
+def attend(q: Tensor, k: Tensor, v: Tensor, causal: bool, state: SequenceState, window: int | None = None,
+           scale_by: float | None = None) -> Tensor:
     """Attention of queries q (n, T, heads, d_head) over keys and values (n, T, kv_heads, d_head),
-    heads merged: (n, T, heads * d_head). In a decoding graph (``state`` holds the layer's ``k_cache`` /
-    ``v_cache``, the steps' ``positions`` and the ``kv_mask`` over the cached rows) the new keys and
-    values go into the cache and the queries attend over its rows; else over the T steps (causal or
-    not, the padding mask where the model has one, the documents' mask in packed windows)."""
+    heads merged: (n, T, heads * d_head), scores scaled by ``scale_by`` (default 1 / sqrt(d_head)),
+    within a sliding ``window`` of steps where given. In a decoding graph (``state`` holds the layer's
+    ``k_cache`` / ``v_cache``, the steps' ``positions`` and the ``kv_mask`` over the cached rows, or the
+    window's) the new keys and values go into the cache and the queries attend over its rows; else over
+    the T steps (causal or not, the padding mask where the model has one, the documents' mask in packed
+    windows)."""
     n, steps, heads, d_head = q.shape
     if "k_cache" in state.caches:
         assert state.kv_mask is not None and state.positions is not None  # a decoding graph gives all three
         n_kv = state.kv_mask.shape[-1]
         keys, values = (F.cache_rows(state.caches[f"{p}_cache"], t, state.positions, n_kv) for p, t in (("k", k), ("v", v)))
-        out = F.cached_attention(q, keys, values, state.kv_mask)
+        rows = state.kv_mask if window is None else state.window_masks[window]
+        out = F.cached_attention(q, keys, values, rows, scale_by)
     else:
         mask = F.attention_mask(state.padding) if state.padding is not None else None
         if state.documents is not None:
             mask = state.documents if mask is None else F.add(state.documents, mask)
         q, k, v = (F.permute(t, 0, 2, 1, 3) for t in (q, k, v))
-        out = F.permute(F.attention(q, k, v, causal, mask), 0, 2, 1, 3)
+        out = F.permute(F.attention(q, k, v, causal, mask, window, scale_by), 0, 2, 1, 3)
     return F.reshape(out, n, steps, heads * d_head)
 
 
@@ -130,12 +134,15 @@ class GroupedQueryAttention(SelfAttention):
     ``qkv_bias`` (Qwen2's), none on wo; queries and keys RMS-normalised per head with learnt weights
     ``q_norm`` / ``k_norm`` if ``qk_norm`` (Qwen3's, eps ``norm_eps``), then rotated by their position
     (``ops.rope`` of ``rope_mode``: "norm", adjacent pairs, as llama.cpp's ``llama``; "neox", halves, as
-    Qwen's; frequency base ``rope_base``); causal unless ``causal`` is False. After an
+    Qwen's; frequency base ``rope_base``); causal unless ``causal`` is False; scores scaled by ``scale``
+    (default 1 / sqrt(head_dim)); with ``window`` (sliding-window attention, Gemma's local layers) each
+    query attends to the keys of fewer than ``window`` steps before it only. After an
     ``Embedding(mask_zero=True)`` no step attends to padding."""
 
     def __init__(self, dim: int, n_heads: int, n_kv_heads: int | None = None, rope_base: float = 10000.0,
                  causal: bool = True, head_dim: int | None = None, rope_mode: str = "norm", qkv_bias: bool = False,
-                 qk_norm: bool = False, norm_eps: float = 1e-6, name: str | None = None) -> None:
+                 qk_norm: bool = False, norm_eps: float = 1e-6, window: int | None = None, scale: float | None = None,
+                 name: str | None = None) -> None:
         super().__init__(name)
         self.dim, self.n_heads = check_int("dim", dim), check_int("n_heads", n_heads)
         self.n_kv_heads = self.n_heads if n_kv_heads is None else check_int("n_kv_heads", n_kv_heads)
@@ -152,6 +159,8 @@ class GroupedQueryAttention(SelfAttention):
         self.causal, self.qkv_bias = bool(causal), check_bool("qkv_bias", qkv_bias)
         self.qk_norm = check_bool("qk_norm", qk_norm)
         self.norm_eps = check_number("norm_eps", norm_eps, 0.0, 1.0, lo_open=True)
+        self.window = None if window is None else check_int("window", window)
+        self.scale = None if scale is None else check_number("scale", scale, 0.0, math.inf, lo_open=True)
         q_width = self.n_heads * self.head_dim
         self.children = {"wq": Linear(self.dim, q_width, self.qkv_bias),
                          "wk": Linear(self.dim, self.kv_dim, self.qkv_bias),
@@ -181,7 +190,7 @@ class GroupedQueryAttention(SelfAttention):
             return F.rope(y, self.rope_base, mode=self.rope_mode, positions=state.positions)
 
         out = attend(split("q", self.n_heads), split("k", self.n_kv_heads), split("v", self.n_kv_heads), self.causal,
-                     state)
+                     state, self.window, self.scale)
         return self.call("wo", out, params)
 
     def get_config(self) -> dict:
@@ -189,7 +198,8 @@ class GroupedQueryAttention(SelfAttention):
                   "rope_base": self.rope_base, "causal": self.causal}
         # absent at their defaults: the configurations (and files) of earlier versions
         optional = {"head_dim": (self.head_dim, self.dim / self.n_heads), "rope_mode": (self.rope_mode, "norm"),
-                    "qkv_bias": (self.qkv_bias, False), "qk_norm": (self.qk_norm, False)}
+                    "qkv_bias": (self.qkv_bias, False), "qk_norm": (self.qk_norm, False),
+                    "window": (self.window, None), "scale": (self.scale, None)}
         config.update({k: v for k, (v, default) in optional.items() if v != default})
         if self.qk_norm:
             config["norm_eps"] = self.norm_eps

@@ -27,12 +27,15 @@ class SequenceState:
     drop the other steps where all that follows computes each step alone (``Layer.decoding`` "steps").
     In packed windows (several documents per sequence), ``positions`` are int32 (n, T), restarting at
     each document, and ``documents`` the additive mask (n, 1, T, T) that keeps each document's steps
-    from attending to another's (``ops.document_mask``)."""
+    from attending to another's (``ops.document_mask``). ``window_masks``: in a decoding graph, for each
+    sliding window of the model's attention layers, the ``kv_mask`` that also hides the rows that many
+    steps or more before each new step."""
 
     padding: Tensor | None = None
     positions: Tensor | None = None
     documents: Tensor | None = None
     kv_mask: Tensor | None = None
+    window_masks: Mapping[int, Tensor] = field(default_factory=dict)
     caches: Mapping[str, Tensor] = field(default_factory=dict)
     last_steps: int | None = None
 

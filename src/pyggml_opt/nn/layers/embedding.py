@@ -15,7 +15,8 @@ class Embedding(Layer):
     """Token ids (T,) -> their vectors (T, embedding_dim): row ``id`` of ``weight`` (num_embeddings,
     embedding_dim), initialised N(0, init_std^2) (PyTorch's N(0, 1) by default; a table that is also an
     output layer's weight wants about 1 / sqrt(embedding_dim), so that logits start near 1 in size).
-    Takes int arrays of ids in [0, num_embeddings);
+    ``scale`` multiplies the rows it gives (Gemma's sqrt(embedding_dim)), not the table (which an
+    output layer tied to it uses as it is). Takes int arrays of ids in [0, num_embeddings);
     it must be a model's first layer. ``mask_zero`` (Keras's): id 0 is padding; the layers after it
     that keep the steps axis pass the padding mask on, and ``MultiHeadAttention`` (no step attends to
     padding), ``TransformerBlock`` and ``GlobalAveragePooling1D`` (the mean over the tokens only) use it."""
@@ -25,13 +26,14 @@ class Embedding(Layer):
     quantizable = frozenset({"weight"})
 
     def __init__(self, num_embeddings: int, embedding_dim: int, mask_zero: bool = False, name: str | None = None,
-                 init_std: float = 1.0) -> None:
+                 init_std: float = 1.0, scale: float = 1.0) -> None:
         super().__init__(name)
         # ids are int32 (the input's dtype, GET_ROWS's): a larger table has rows no id reaches
         self.num_embeddings = check_int("num_embeddings", num_embeddings, 1, np.iinfo(np.int32).max)
         self.embedding_dim = check_int("embedding_dim", embedding_dim)
         self.mask_zero = bool(mask_zero)
         self.init_std = check_number("init_std", init_std, 0.0, math.inf, lo_open=True, hi_open=True)
+        self.scale = check_number("scale", scale, 0.0, math.inf, lo_open=True, hi_open=True)
 
     def infer(self, input_shape: tuple[int, ...]) -> LayerShapes:
         if len(input_shape) != 1:
@@ -55,13 +57,14 @@ class Embedding(Layer):
         return F.token_mask(x) if self.mask_zero else None
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        return F.embedding(x, params["weight"])
+        rows = F.embedding(x, params["weight"])
+        return rows if self.scale == 1.0 else F.scale(rows, self.scale)
 
     def get_config(self) -> dict:
         config = {**super().get_config(), "num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim,
                   "mask_zero": self.mask_zero}
-        if self.init_std != 1.0:  # absent at the default: the configurations (and files) of earlier versions
-            config["init_std"] = self.init_std
+        # absent at their defaults: the configurations (and files) of earlier versions
+        config.update({k: v for k, v in (("init_std", self.init_std), ("scale", self.scale)) if v != 1.0})
         return config
 
 

@@ -16,9 +16,12 @@ def causal_mask(a: Tensor) -> Tensor:
     return wrap(lib.ggml_diag_mask_inf(graph_context(a).ptr, a.ptr, 0), a)
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, mask: Tensor | None = None) -> Tensor:
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, mask: Tensor | None = None,
+              window: int | None = None, scale_by: float | None = None) -> Tensor:
     """Scaled dot-product attention: q (n, heads, T, d_head), k and v (n, kv_heads, T, d_head) ->
-    (n, heads, T, d_head), softmax(q k^T / sqrt(d_head) + mask) v, with future keys masked when ``causal``.
+    (n, heads, T, d_head), softmax(q k^T * scale_by + mask) v (``scale_by`` default 1 / sqrt(d_head)),
+    with future keys masked when ``causal``, and with ``window`` (sliding-window attention) the keys
+    ``window`` or more steps before the query too.
 
     Grouped-query attention when ``kv_heads`` < ``heads`` (a divisor of it): query head h attends with
     key / value head h // (heads / kv_heads), as llama.cpp pairs them.
@@ -39,7 +42,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, mask: Tensor
                          f"dividing heads, got {q.shape}, {k.shape}, {v.shape}")
     if kv_heads != heads:
         k, v = repeat_heads(k, heads // kv_heads), repeat_heads(v, heads // kv_heads)
-    scores = scale(mul_mat(k, q), 1.0 / d_head ** 0.5)       # (n, heads, T_q, T_k)
+    factor = 1.0 / d_head ** 0.5 if scale_by is None else float(scale_by)
+    scores = scale(mul_mat(k, q), factor)       # (n, heads, T_q, T_k)
+    if window is not None and window < steps:  # else no key is that far back
+        scores = add(scores, window_mask(scores, window))
     if mask is not None:
         check_tensor("mask", mask)
         if mask.shape not in ((n, 1, 1, steps), (n, 1, steps, steps), (1, 1, steps, steps)):
@@ -48,6 +54,21 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, mask: Tensor
         scores = add(scores, mask)
     weights = softmax(causal_mask(scores) if causal else scores)
     return mul_mat(permute(v, 0, 1, 3, 2), weights)                 # (n, heads, T_q, d_head)
+
+
+def window_mask(scores: Tensor, window: int) -> Tensor:
+    """The additive mask (1, 1, T, T) of a sliding window over ``scores`` (n, heads, T, T):
+    ``PAD_SCORE`` where the key is ``window`` or more steps before the query (as llama.cpp's standard
+    sliding window masks it), else 0; computed in the graph from the step indices (no input, no
+    gradient)."""
+    steps = scores.shape[-1]
+    ctx = graph_context(scores).ptr
+    index = lib.ggml_arange(ctx, 0.0, float(steps), 1.0)
+    queries = lib.ggml_repeat_4d(ctx, lib.ggml_reshape_4d(ctx, index, 1, steps, 1, 1), steps, steps, 1, 1)
+    keys = lib.ggml_reshape_4d(ctx, index, steps, 1, 1, 1)
+    # query - key - (window - 1/2) is positive exactly where the key is window or more steps back
+    apart = lib.ggml_step(ctx, lib.ggml_scale_bias(ctx, lib.ggml_sub(ctx, queries, keys), 1.0, 0.5 - window))
+    return wrap(lib.ggml_scale(ctx, apart, PAD_SCORE), scores, ndim=4)
 
 
 def repeat_heads(k: Tensor, group: int) -> Tensor:
@@ -125,14 +146,15 @@ def cache_rows(cache: Tensor, new: Tensor, positions: Tensor, n_kv: int) -> Tens
     return wrap(view, rows, ndim=4)
 
 
-def cached_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+def cached_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale_by: float | None = None) -> Tensor:
     """Scaled dot-product attention of new steps over a key / value cache: q (n, T, heads, d_head), k
     and v (n, kv_heads, S, d_head) (``cache_rows``: the first S rows of the cache, new steps included),
     ``mask`` (1, 1, T, S) float32 added to the scores (0: attend, -inf: a later or unwritten row) ->
     (n, T, heads, d_head). ggml's fused FLASH_ATTN_EXT, as llama.cpp runs it on the CPU: it reads
     queries, keys and values where they are (strided views, no copies), skips masked rows, and pairs
     query head h with key / value head h // (heads / kv_heads); softmax and sums in float32, the mask
-    cast to float16 (0 and -inf are exact there). It has no backward pass: for inference graphs."""
+    cast to float16 (0 and -inf are exact there); scores scaled by ``scale_by`` (default
+    1 / sqrt(d_head)). It has no backward pass: for inference graphs."""
     for name, t in (("q", q), ("k", k), ("v", v), ("mask", mask)):
         check_tensor(name, t)
     n, steps, heads, d_head = q.shape
@@ -144,7 +166,8 @@ def cached_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
     ctx = graph_context(q, k, v, mask).ptr
     heads_first = lib.ggml_permute(ctx, q.ptr, 0, 2, 1, 3)  # a view: ne (d_head, T, heads, n)
     mask16 = lib.ggml_cast(ctx, contiguous(mask).ptr, lib.GGML_TYPE_F16)
-    out = lib.ggml_flash_attn_ext(ctx, heads_first, k.ptr, v.ptr, mask16, 1.0 / d_head ** 0.5, 0.0, 0.0)
+    factor = 1.0 / d_head ** 0.5 if scale_by is None else float(scale_by)
+    out = lib.ggml_flash_attn_ext(ctx, heads_first, k.ptr, v.ptr, mask16, factor, 0.0, 0.0)
     lib.ggml_prec_set_acc(out, lib.GGML_PREC_F32)  # f32 accumulation (ggml 0.25 deprecates _set_prec)
     return wrap(out, q)  # FLASH_ATTN_EXT's result is ne (d_head, heads, T, n): (n, T, heads, d_head)
 
