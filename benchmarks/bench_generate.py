@@ -4,7 +4,10 @@ at position 64 against position 1,000 of a 1,024-context model.
 
 The model is a ``llama`` (default: dim 512, 8 layers, 8 query / 4 key-value heads, context 1,024; or
 with ``--arch gpt`` a gpt without output bias, llama.cpp's ``gpt2``, whose GELU llama.cpp reads from a
-float16 table, so greedy tokens may part) with random weights over a character tokenizer (printable
+float16 table, so greedy tokens may part; or with ``--arch gemma3`` a Gemma 3 whose blocks attend
+within a sliding window of ``--window`` steps but every sixth, which sees the whole context:
+pyggml_opt masks the window over a cache of every row, llama.cpp keeps a cache of the window's rows for
+those layers) with random weights over a character tokenizer (printable
 ASCII: 97 ids), saved for llama.cpp with
 ``model.save(path, tokenizer=tok)`` and loaded back by both. Both decode greedily (temperature 0) 256
 new tokens after the same 64-token prompt; timed: the whole call (the prompt included), best of
@@ -22,6 +25,7 @@ the same way (one-token ``eval`` calls after the prompt), for comparison. Ratios
     pip install ".[test]"      # llama-cpp-python 0.3.36 (built from source here: 5-25 min on 2 cores)
     python benchmarks/bench_generate.py                       # ~1 min idle
     python benchmarks/bench_generate.py --threads 2 --dim 256 --layers 4
+    python benchmarks/bench_generate.py --arch gemma3 --layers 6 --window 256
 """
 from __future__ import annotations
 
@@ -80,7 +84,8 @@ def llama_cpp_token_times(llm, prompt: np.ndarray, n: int) -> np.ndarray:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", choices=("llama", "gpt"), default="llama")
+    ap.add_argument("--arch", choices=("llama", "gpt", "gemma3"), default="llama")
+    ap.add_argument("--window", type=int, default=256, help="gemma3's sliding window")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dim", type=int, default=512)
     ap.add_argument("--layers", type=int, default=8)
@@ -93,12 +98,15 @@ def main() -> None:
     tok = CharTokenizer(string.printable[:95])
     if args.arch == "llama":
         model = pgo.models.llama(tok.vocab_size, CONTEXT, args.dim, args.layers, args.heads, n_kv_heads=args.kv_heads)
+    elif args.arch == "gemma3":
+        model = pgo.models.gemma3(tok.vocab_size, CONTEXT, args.dim, args.layers, args.heads, args.kv_heads,
+                                  sliding_window=args.window)
     else:
         model = pgo.models.gpt(tok.vocab_size, CONTEXT, args.dim, args.layers, args.heads, head_bias=False)
     rng = np.random.default_rng(0)
     prompt = rng.integers(1, tok.vocab_size, PROMPT).astype(np.int32)
     long_prompt = rng.integers(1, tok.vocab_size, 1000).astype(np.int32)
-    heads = f"{args.heads}/{args.kv_heads}" if args.arch == "llama" else str(args.heads)
+    heads = str(args.heads) if args.arch == "gpt" else f"{args.heads}/{args.kv_heads}"
     print(f"CPU: {cpu_name()} ({os.cpu_count()} logical), {args.threads} thread(s), load average {os.getloadavg()[0]:.1f}; "
           f"{args.arch} dim {args.dim}, {args.layers} layers, {heads} heads, vocab {tok.vocab_size}, context {CONTEXT}; "
           f"llama-cpp-python {llama_cpp.__version__}")

@@ -107,6 +107,29 @@ def test_a_merged_model_runs_in_llama_cpp_as_base_plus_adapter(base_file, tmp_pa
         m.merge_lora()
 
 
+def test_llama_cpp_applies_a_gemma3_adapter_as_pyggml_opt_computes_it(tmp_path):
+    """Gemma 3 (sliding-window and global blocks, norms around attention and MLP, GeGLU): an adapter on
+    every projection, trained a few steps, saved as llama.cpp's adapter file and applied by llama.cpp
+    to the base; bound: the adapter's 1e-3 plus llama.cpp's float16-table GELU (3e-3, see
+    test_gguf_models.py)."""
+    m = pgo.models.gemma3(TOK.vocab_size, 48, 32, 3, 4, 2, 48, 16, sliding_window=6, sliding_pattern=3)
+    m.build((48,), seed=3)
+    base = tmp_path / "gemma3.gguf"
+    m.save(base, tokenizer=TOK)
+    m = pgo.load(base)
+    assert len(m.enable_lora(rank=4, alpha=8, seed=0)) == 3 * 7
+    ids = np.array(TOK.encode(TEXT), np.int32)
+    x = np.stack([np.roll(ids, -i)[:32] for i in range(4)])
+    m.fit(x, np.roll(x, -1, axis=1), epochs=5, batch_size=2, optimizer=pgo.AdamW(lr=3e-2), verbose=0)
+    adapter = tmp_path / "adapter.gguf"
+    m.save_adapter(adapter)
+    ours = m.predict(ids[None], logits=True)[0]
+    theirs = llama_cpp_logits(base, adapter, ids)
+    plain = pgo.load(base).predict(ids[None], logits=True)[0]
+    assert np.abs(plain - ours).max() > 0.1  # the adapter changes the logits
+    assert np.abs(ours - theirs).max() <= 4e-3 * np.abs(theirs).max()
+
+
 def test_bad_adapter_files_and_models_are_refused(base_file, tmp_path):
     m = adapted(base_file["f32"])
     adapter = tmp_path / "adapter.gguf"

@@ -125,7 +125,8 @@ def test_saves_as_llama_cpps_gemma3_and_loads_as_the_same_model(tmp_path):
 
 
 def test_files_it_cannot_compute_are_refused(tmp_path):
-    """A logit soft-cap, a missing norm, a per-layer pattern array: ValueError naming it, before any layer."""
+    """A logit soft-cap, a missing norm, a per-layer pattern array, an architecture pyggml_opt lacks:
+    ValueError naming it, before any layer."""
     m = small_gemma()
     m.save(tmp_path / "g.gguf", tokenizer=TOK)
     with pgo.core.GGUFFile.read(tmp_path / "g.gguf") as f:
@@ -134,7 +135,8 @@ def test_files_it_cannot_compute_are_refused(tmp_path):
     cases = {"final_logit_softcapping": ({"gemma3.final_logit_softcapping": np.float32(30.0)}, None),
              "post_ffw_norm": ({}, "blk.1.post_ffw_norm.weight"),
              "sliding_window_pattern": ({"gemma3.attention.sliding_window_pattern": np.array([1, 1, 0], np.uint8)},
-                                        None)}
+                                        None),
+             "unknown architecture 'gemma2' \\(known: .*gemma3": ({"general.architecture": "gemma2"}, None)}
     for what, (changed, dropped) in cases.items():
         with pgo.core.GGUFFile() as g:
             for k, v in {**keys_, **changed}.items():
@@ -142,8 +144,8 @@ def test_files_it_cannot_compute_are_refused(tmp_path):
             for name, value in tensors.items():
                 if name != dropped:
                     g.add_tensor(name, value)
-            g.write(tmp_path / f"{what}.gguf")
+            g.write(tmp_path / "bad.gguf")
         with pytest.raises(ValueError, match=what):
-            pgo.load(tmp_path / f"{what}.gguf")
+            pgo.load(tmp_path / "bad.gguf")
     with pytest.raises(ValueError, match="sliding_window"):
         pgo.models.gemma3(V, T, D, 2, H, sliding_window=-1)
