@@ -98,6 +98,7 @@ for _ in stream:
     stamps.append(time.perf_counter())
     if len(stamps) == NEW:
         break
+stream.close()  # the model is busy while a generate stream is open
 lora_s = None
 if side == "pyggml_opt" and LORA:
     model.enable_lora(rank=8, alpha=16, seed=0)
