@@ -111,7 +111,6 @@ class Gemma3Args(ModelArgs):
         self._set("sliding_window", None if window is None or (not isinstance(window, bool) and window == 0)
                   else check_int("sliding_window", window))
         self._set("sliding_pattern", check_int("sliding_pattern", self.sliding_pattern, 0))
-        check_bool("tie_embeddings", self.tie_embeddings)
 
     def is_local(self, layer: int) -> bool:
         """Whether block ``layer`` attends within the sliding window (llama.cpp's pattern rule)."""
