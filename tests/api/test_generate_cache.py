@@ -8,12 +8,12 @@ import pyggml_opt as pgo
 from pyggml_opt import layers as L
 from pyggml_opt.core import Backend, Scheduler
 from pyggml_opt.data import CharTokenizer
-from pyggml_opt.nn.decoding import KV_BLOCK, DecodeGraph, KVCache, decoding_layers, kv_rows
+from pyggml_opt.nn.decoding import KV_BLOCK, PROMPT_CHUNK, DecodeGraph, KVCache, decoding_layers, kv_rows
 from pyggml_opt.training.generation import sample
 from support import greedy_by_predict
 
 V = 11
-CONTEXT = KV_BLOCK + 24  # one-step graphs over 256 cached rows, then over all 280
+CONTEXT = KV_BLOCK + 24  # one-step graphs over KV_BLOCK cached rows, then over all of them
 
 
 MODELS = {"gpt": lambda: pgo.models.gpt(V, CONTEXT, 16, 2, 2),
@@ -91,6 +91,15 @@ def test_greedy_generation_equals_the_recomputed_one(trained, prompt_len):
     prompt = (np.arange(prompt_len) * 3) % V
     got = trained.generate(prompt, 14, temperature=0)  # past the context: the window slides
     np.testing.assert_array_equal(got, greedy_by_predict(trained, prompt, 14))
+
+
+def test_a_prompt_longer_than_a_chunk_runs_in_chunks():
+    # 532 prompt ids: graphs of 512 and 20 steps; past the context of 552 the window of 552 ids is
+    # recomputed as 512 + 40 each token
+    m = pgo.models.llama(V, PROMPT_CHUNK + 40, 16, 1, 2, n_kv_heads=1)
+    prompt = np.random.default_rng(1).integers(0, V, PROMPT_CHUNK + 20)
+    got = m.generate(prompt, 30, temperature=0, n_threads=1)
+    np.testing.assert_array_equal(got, greedy_by_predict(m, prompt, 30))
 
 
 def test_top_p_keeps_the_fewest_likely_ids():

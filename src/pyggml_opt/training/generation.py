@@ -2,9 +2,9 @@
 
 A model whose layers all decode (``nn.decoding``: gpt, llama) runs with a key / value cache: the
 prompt (its last ``context`` ids) as one graph that fills the cache, then each new token as a graph of
-one step attending over the cached rows, so a token costs about the same at every position (the
-graphs, one per block of ``nn.decoding.KV_BLOCK`` cached rows, are built when first reached and kept
-for the call). Once the cache holds ``context`` steps, each further token recomputes its window of the
+one step attending over the cached rows, so a token costs about the same at every position (a
+one-step graph per block of ``nn.decoding.KV_BLOCK`` cached rows, built when the cache reaches the
+block and closed when it leaves it; a long prompt in chunks of ``nn.decoding.PROMPT_CHUNK`` steps). Once the cache holds ``context`` steps, each further token recomputes its window of the
 last ``context`` ids (learned positions cannot slide). Another model recomputes its window for every
 token on a static forward graph (``forward_cache``: the session keeps it, as predict's graphs): the
 window is written left-aligned into the input, the rest padded with id 0, and causal attention keeps
@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike
 from ..checks import check_bool, check_int, check_number
 from ..core import Scheduler
 from ..nn import Network, ParamStore
-from ..nn.decoding import DecodeGraph, KVCache, decoding_layers, kv_rows
+from ..nn.decoding import PROMPT_CHUNK, DecodeGraph, KVCache, decoding_layers, kv_rows
 from ..text.llama_special import eog_ids
 from .arguments import check_seed
 from .session import Session, exclusive_use, session_for
@@ -261,12 +261,19 @@ class _CachedDecoder:
 
     def logits(self, ids: np.ndarray, start: int) -> np.ndarray:
         """The logits (batch, vocab) of the last of ``ids`` (batch, steps), the steps at positions
-        ``start`` onwards after the ``start`` cached ones (whose keys and values the cache then holds)."""
-        key = (ids.shape[1], kv_rows(start, ids.shape[1], self.context))
-        graph = self.graphs.get(key)
-        if graph is None:
-            graph = self.graphs[key] = DecodeGraph(self.model, self.layers, self.store, self.cache, *key, last_only=True)
-        return graph.run(self.scheduler, ids, start)[:, -1, :]
+        ``start`` onwards after the ``start`` cached ones (whose keys and values the cache then holds); a
+        long prompt in graphs of ``PROMPT_CHUNK`` steps."""
+        for first in range(0, ids.shape[1], PROMPT_CHUNK):
+            chunk = ids[:, first:first + PROMPT_CHUNK]
+            key = (chunk.shape[1], kv_rows(start + first, chunk.shape[1], self.context))
+            graph = self.graphs.get(key)
+            if graph is None:
+                if key[0] == 1:  # the cache only grows: a one-step graph over fewer rows will not run again
+                    for done in [k for k in self.graphs if k[0] == 1]:
+                        self.graphs.pop(done).close()
+                graph = self.graphs[key] = DecodeGraph(self.model, self.layers, self.store, self.cache, *key, last_only=True)
+            logits = graph.run(self.scheduler, chunk, start + first)
+        return logits[:, -1, :]
 
     def close(self) -> None:
         for graph in self.graphs.values():

@@ -28,7 +28,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, causal: bool, state: SequenceState, 
     if "k_cache" in state.caches:
         assert state.kv_mask is not None and state.positions is not None  # a decoding graph gives all three
         n_kv = state.kv_mask.shape[-1]
-        keys, values = (F.cache_rows(state.caches[f"{p}_cache"], t, state.positions, n_kv) for p, t in (("k", k), ("v", v)))
+        keys = F.cache_rows(state.caches["k_cache"], k, state.positions, n_kv)
+        values = F.cache_columns(state.caches["v_cache"], v, state.positions, n_kv)
         rows = state.kv_mask if window is None else state.window_masks[window]
         out = F.cached_attention(q, keys, values, rows, scale_by)
     else:

@@ -125,18 +125,12 @@ def rope(x: Tensor, base: float = 10000.0, mode: str = "neox", positions: Tensor
 
 
 def cache_rows(cache: Tensor, new: Tensor, positions: Tensor, n_kv: int) -> Tensor:
-    """Keys or values of a key / value cache: writes ``new`` (n, T, heads, d_head) into rows
-    ``positions`` (int32 (T,)) of ``cache`` (n, context, heads * d_head) (ggml_set_rows, in place when
-    the graph runs) and returns the cache's first ``n_kv`` rows after that write as a strided view
-    (n, heads, n_kv, d_head) (no copy: ``cached_attention`` reads it in place)."""
-    for name, t in (("cache", cache), ("new", new), ("positions", positions)):
-        check_tensor(name, t)
+    """Keys of a key / value cache: writes ``new`` (n, T, heads, d_head) into rows ``positions`` (int32
+    (T,)) of ``cache`` (n, context, heads * d_head) (ggml_set_rows, in place when the graph runs) and
+    returns the cache's first ``n_kv`` rows after that write as a strided view (n, heads, n_kv, d_head)
+    (no copy: ``cached_attention`` reads it in place)."""
+    _check_cache("cache_rows", cache, new, positions, n_kv, transposed=False)
     n, steps, heads, d_head = new.shape
-    if (cache.ndim != 3 or cache.shape[0] != n or cache.shape[2] != heads * d_head or not 0 < n_kv <= cache.shape[1]
-            or positions.shape != (steps,) or positions.ptr.type != lib.GGML_TYPE_I32
-            or cache.ptr.type != lib.GGML_TYPE_F32):
-        raise ValueError(f"cache_rows: cache must be float32 (n, context, heads * d_head) and positions int32 (T,) for "
-                         f"new rows {new.shape} and 0 < n_kv <= context, got {cache.shape}, {positions.shape}, {n_kv}")
     rows = reshape(contiguous(new), n, steps, heads * d_head)
     ctx = graph_context(rows).ptr
     written = lib.ggml_set_rows(ctx, cache.ptr, rows.ptr, positions.ptr)
@@ -146,30 +140,73 @@ def cache_rows(cache: Tensor, new: Tensor, positions: Tensor, n_kv: int) -> Tens
     return wrap(view, rows, ndim=4)
 
 
+def cache_columns(cache: Tensor, new: Tensor, positions: Tensor, n_kv: int) -> Tensor:
+    """Values of a key / value cache, kept transposed (as llama.cpp keeps them without flash attention):
+    writes ``new`` (n, T, heads, d_head) into columns ``positions`` (int32 (T,)) of ``cache`` (n,
+    heads * d_head, context) (ggml_set_rows of one-element rows, in place when the graph runs) and
+    returns the first ``n_kv`` columns after that write as a strided view (n, heads, d_head, n_kv), each
+    feature's values of consecutive steps side by side: the weights' product with them
+    (``cached_attention``) is then a product of contiguous rows, with no copy."""
+    _check_cache("cache_columns", cache, new, positions, n_kv, transposed=True)
+    n, steps, heads, d_head = new.shape
+    context, width = cache.shape[2], heads * d_head
+    src = contiguous(new)
+    ctx = graph_context(src).ptr
+    nb = cache.ptr.nb
+    # both as one-element rows: the cache ne (1, context, width, n), the new values ne (1, T, width, n)
+    cells = lib.ggml_view_4d(ctx, cache.ptr, 1, context, width, n, nb[0], nb[1], nb[2], 0)
+    flat = lib.ggml_reshape_4d(ctx, src.ptr, 1, width, steps, n)
+    written = lib.ggml_set_rows(ctx, cells, lib.ggml_permute(ctx, flat, 0, 2, 1, 3), positions.ptr)
+    # ne (n_kv, d_head, heads, n): a feature's steps side by side, features one context apart
+    view = lib.ggml_view_4d(ctx, written, n_kv, d_head, heads, n, nb[1], nb[1] * d_head, nb[2], 0)
+    return wrap(view, src, ndim=4)
+
+
+def _check_cache(op: str, cache: Tensor, new: Tensor, positions: Tensor, n_kv: int, transposed: bool) -> None:
+    """ValueError unless ``cache`` is a float32 cache (n, context, width), or (n, width, context) when
+    ``transposed``, for ``new`` rows (n, T, heads, d_head) at int32 ``positions`` (T,), and 0 < ``n_kv``
+    <= context."""
+    for name, t in (("cache", cache), ("new", new), ("positions", positions)):
+        check_tensor(name, t)
+    n, steps, heads, d_head = new.shape
+    context, width = (0, 0) if cache.ndim != 3 else cache.shape[:0:-1] if transposed else cache.shape[1:]
+    if (cache.ndim != 3 or cache.shape[0] != n or width != heads * d_head or not 0 < n_kv <= context
+            or positions.shape != (steps,) or positions.ptr.type != lib.GGML_TYPE_I32
+            or cache.ptr.type != lib.GGML_TYPE_F32):
+        layout = "(n, heads * d_head, context)" if transposed else "(n, context, heads * d_head)"
+        raise ValueError(f"{op}: cache must be float32 {layout} and positions int32 (T,) for new rows {new.shape} "
+                         f"and 0 < n_kv <= context, got {cache.shape}, {positions.shape}, {n_kv}")
+
+
 def cached_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale_by: float | None = None) -> Tensor:
     """Scaled dot-product attention of new steps over a key / value cache: q (n, T, heads, d_head), k
-    and v (n, kv_heads, S, d_head) (``cache_rows``: the first S rows of the cache, new steps included),
-    ``mask`` (1, 1, T, S) float32 added to the scores (0: attend, -inf: a later or unwritten row) ->
-    (n, T, heads, d_head). ggml's fused FLASH_ATTN_EXT, as llama.cpp runs it on the CPU: it reads
-    queries, keys and values where they are (strided views, no copies), skips masked rows, and pairs
-    query head h with key / value head h // (heads / kv_heads); softmax and sums in float32, the mask
-    cast to float16 (0 and -inf are exact there); scores scaled by ``scale_by`` (default
-    1 / sqrt(d_head)). It has no backward pass: for inference graphs."""
+    (n, kv_heads, S, d_head) (``cache_rows``) and v transposed, (n, kv_heads, d_head, S)
+    (``cache_columns``): the first S rows of the cache, new steps included; ``mask`` (1, 1, T, S)
+    float32 added to the scores (0: attend, -inf: a later or unwritten row) -> (n, T, heads, d_head).
+
+    As llama.cpp computes it without flash attention: scores by one matrix product (the keys read in
+    place, query head h paired with key / value head h // (heads / kv_heads) by ggml's broadcasting),
+    ggml's fused masked softmax (vectorised exp), and the weights' product with the transposed values
+    (rows of S contiguous floats). A one-step graph's cost then grows with S at the speed of contiguous
+    dot products: ggml's FLASH_ATTN_EXT, which runs a scalar exp and two calls per cached row, made a
+    token at position 1,000 cost 1.4x-1.5x one at 64 (``benchmarks/bench_generate.py``, 1 thread), this
+    1.2x-1.25x, as llama.cpp's. Scores are (n, heads, T, S) float32 in memory: callers feed long prompts
+    in chunks (``nn/decoding.py``). No backward pass: for inference graphs."""
     for name, t in (("q", q), ("k", k), ("v", v), ("mask", mask)):
         check_tensor(name, t)
     n, steps, heads, d_head = q.shape
     kv_heads, keys = k.shape[1], k.shape[2]
-    if (k.shape != v.shape or k.shape[0] != n or k.shape[3] != d_head or heads % kv_heads
+    if (v.shape != (n, kv_heads, d_head, keys) or k.shape[0] != n or k.shape[3] != d_head or heads % kv_heads
             or mask.shape != (1, 1, steps, keys)):
-        raise ValueError(f"cached_attention: q (n, T, heads, d_head), k and v (n, kv_heads, S, d_head), mask (1, 1, T, S) "
-                         f"expected, got {q.shape}, {k.shape}, {v.shape}, {mask.shape}")
+        raise ValueError(f"cached_attention: q (n, T, heads, d_head), k (n, kv_heads, S, d_head), v (n, kv_heads, "
+                         f"d_head, S), mask (1, 1, T, S) expected, got {q.shape}, {k.shape}, {v.shape}, {mask.shape}")
     ctx = graph_context(q, k, v, mask).ptr
     heads_first = lib.ggml_permute(ctx, q.ptr, 0, 2, 1, 3)  # a view: ne (d_head, T, heads, n)
-    mask16 = lib.ggml_cast(ctx, contiguous(mask).ptr, lib.GGML_TYPE_F16)
     factor = 1.0 / d_head ** 0.5 if scale_by is None else float(scale_by)
-    out = lib.ggml_flash_attn_ext(ctx, heads_first, k.ptr, v.ptr, mask16, factor, 0.0, 0.0)
-    lib.ggml_prec_set_acc(out, lib.GGML_PREC_F32)  # f32 accumulation (ggml 0.25 deprecates _set_prec)
-    return wrap(out, q)  # FLASH_ATTN_EXT's result is ne (d_head, heads, T, n): (n, T, heads, d_head)
+    scores = lib.ggml_mul_mat(ctx, k.ptr, heads_first)  # ne (S, T, heads, n)
+    weights = lib.ggml_soft_max_ext(ctx, scores, contiguous(mask).ptr, factor, 0.0)
+    out = lib.ggml_mul_mat(ctx, v.ptr, weights)  # ne (d_head, T, heads, n)
+    return wrap(lib.ggml_cont(ctx, lib.ggml_permute(ctx, out, 0, 2, 1, 3)), q)
 
 
 PAD_SCORE = -1e9  # added to a padding key's score: exp underflows to 0 (-inf would give NaN in 0 * -inf)
