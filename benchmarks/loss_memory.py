@@ -77,7 +77,7 @@ def main() -> None:
     logits = a.batch * a.context * a.vocab * 4
     print(f"vocab {a.vocab}, {a.batch} x {a.context} tokens: logits {logits / MIB:.1f} MiB")
     got = graph_bytes(a.vocab, a.batch, a.context, one_hot=False)
-    print(f"pick (this main):     {got / MIB:10.1f} MiB = {got / logits:.2f} x the logits")
+    print(f"cross_entropy_ids:    {got / MIB:10.1f} MiB = {got / logits:.2f} x the logits")
     if a.one_hot:
         table = a.vocab * a.vocab * 4
         if table > 8 << 30:

@@ -497,6 +497,50 @@ def test_token_cross_entropy_graph_matches_float64(sched):
     check_op_gradients(sched, fn, ref, [a, PICK_IDS], grad_of=(0,))
 
 
+CE_IDS = np.array([3, -1, 6, 6, 7], np.float32)  # (5,) ids into rows of 7: an ignored one (-1), one past them
+
+
+def ce_ids_ref(x, ids):
+    """float64 reference of ops.cross_entropy_ids: 0 where the id is outside [0, k)."""
+    valid = (ids >= 0) & (ids < x.shape[1])
+    picked = x[np.arange(len(ids)), np.where(valid, ids, 0).astype(int)]
+    return np.where(valid, np_log_sum_exp(x)[:, 0] - picked, 0.0)
+
+
+def test_cross_entropy_ids_matches_float64(sched):
+    """ops.cross_entropy_ids (vendor patch 0045: one node each way): each row's log-sum-exp minus its
+    target's logit, 0 with a zero gradient row where the id is outside [0, k); value and gradient
+    against float64 numpy (the tolerances of the module's docstring)."""
+    a = np.random.default_rng(6).normal(scale=3.0, size=(5, 7)).astype(np.float32)
+
+    def fn(x, ids):
+        return ops.cross_entropy_ids(x, ops.to_int32(ids))
+
+    out, shape, _ = run_graph(sched, fn, [a, CE_IDS])
+    assert shape == (5,)
+    np.testing.assert_allclose(out, ce_ids_ref(a.astype(np.float64), CE_IDS), rtol=1e-5, atol=1e-6)
+    grads = check_op_gradients(sched, fn, ce_ids_ref, [a, CE_IDS], grad_of=(0,))
+    assert (grads[0][[1, 4]] == 0).all()  # ignored targets: no gradient at all
+
+
+def test_cross_entropy_ids_over_a_large_vocabulary(sched):
+    """Qwen's 151,936 classes: with the row's sum of exponentials in float64 the value is within float32
+    rounding of the float64 reference."""
+    a = np.random.default_rng(7).normal(scale=4.0, size=(3, 151_936)).astype(np.float32)
+    ids = np.array([0, 151_935, 77_777], np.float32)
+    out, _, _ = run_graph(sched, lambda x, i: ops.cross_entropy_ids(x, ops.to_int32(i)), [a, ids])
+    np.testing.assert_allclose(out, ce_ids_ref(a.astype(np.float64), ids), rtol=2e-6)
+
+
+@pytest.mark.parametrize("shape, ids, error", [
+    ((5, 7), np.zeros(4, np.float32), TypeError),     # one id too few
+    ((5, 7, 1), np.zeros(5, np.float32), ValueError),  # not (n, k) logits
+])
+def test_cross_entropy_ids_refuses_mismatched_input(sched, shape, ids, error):
+    with pytest.raises(error, match="cross_entropy_ids"):
+        run_graph(sched, lambda x, i: ops.cross_entropy_ids(x, ops.to_int32(i)), [np.zeros(shape, np.float32), ids])
+
+
 @pytest.mark.parametrize("ids, shape, error", [
     (np.zeros(4, np.float32), (5, 7), TypeError),   # one id too few
     (np.zeros(5, np.float32), (5, 7, 1), ValueError),  # not a (n, k) tensor

@@ -234,6 +234,8 @@
         GGML_OP_OPT_STEP_ADAMW,
         GGML_OP_OPT_STEP_SGD,
         GGML_OP_GLU,
+        GGML_OP_CROSS_ENTROPY_IDS,
+        GGML_OP_CROSS_ENTROPY_IDS_BACK,
         GGML_OP_COUNT,
     };
     enum ggml_unary_op {
@@ -1738,6 +1740,15 @@
             struct ggml_tensor * a,
             struct ggml_tensor * b);
     extern struct ggml_tensor * ggml_cross_entropy_loss_back(
+            struct ggml_context * ctx,
+            struct ggml_tensor * a,
+            struct ggml_tensor * b,
+            struct ggml_tensor * c);
+    extern struct ggml_tensor * ggml_cross_entropy_ids(
+            struct ggml_context * ctx,
+            struct ggml_tensor * a,
+            struct ggml_tensor * b);
+    extern struct ggml_tensor * ggml_cross_entropy_ids_back(
             struct ggml_context * ctx,
             struct ggml_tensor * a,
             struct ggml_tensor * b,

@@ -11,7 +11,7 @@ BACKWARD_OPS = {
     "NONE", "DUP", "ADD", "ADD1", "ACC", "SUB", "MUL", "DIV", "SQR", "SQRT", "LOG", "SIN", "COS", "SUM",
     "SUM_ROWS", "MEAN", "REPEAT", "REPEAT_BACK", "CONCAT", "NORM", "RMS_NORM", "MUL_MAT", "SCALE", "SET", "CPY", "CONT",
     "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "GET_ROWS", "DIAG_MASK_INF", "DIAG_MASK_ZERO", "SOFT_MAX",
-    "ROPE", "IM2COL", "CONV_2D", "POOL_2D", "CROSS_ENTROPY_LOSS", "BATCH_NORM",
+    "ROPE", "IM2COL", "CONV_2D", "POOL_2D", "CROSS_ENTROPY_LOSS", "CROSS_ENTROPY_IDS", "BATCH_NORM",
 }
 BACKWARD_UNARY = {"ABS", "SGN", "NEG", "STEP", "RELU", "SILU", "EXP", "EXPM1", "SOFTPLUS", "SIGMOID", "TANH", "GELU"}
 BACKWARD_GLU = {"SWIGLU"}
@@ -21,6 +21,7 @@ _IGNORED_SRC = {
     (lib.GGML_OP_IM2COL, None): (0,), (lib.GGML_OP_IM2COL_BACK, None): (0,),  # used for their shape only
     (lib.GGML_OP_CPY, None): (1,), (lib.GGML_OP_GET_ROWS, None): (1,),         # targets, row ids, positions
     (lib.GGML_OP_GET_ROWS_BACK, None): (1,), (lib.GGML_OP_ROPE, None): (1,),
+    (lib.GGML_OP_CROSS_ENTROPY_IDS, None): (1,),  # class ids (vendor patch 0045)
     (lib.GGML_OP_UNARY, lib.GGML_UNARY_OP_SGN): (0,), (lib.GGML_OP_UNARY, lib.GGML_UNARY_OP_STEP): (0,),
     (lib.GGML_OP_BATCH_NORM_STATS, None): (0,),  # differentiated through BATCH_NORM of the same tensor
 }

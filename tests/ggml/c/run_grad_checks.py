@@ -144,8 +144,9 @@ KNOWN_FAILURES: dict[str, list[Known]] = {
     ],
     "MUL_MAT": [
         # About one run in four, one f32 case: MAA 1.0e-4..3.2e-3 (measured over ~25 runs, k=4 and
-        # k=256 alike), never the same case twice in a row.
-        Known(re.compile(r"^MUL_MAT\(type_a=f32,type_b=f32,"), "maa", _FD_NOISE, max_maa=1e-2),
+        # k=256 alike), never the same case twice in a row; once (a suite run) 0.0156 = 1/64: one of the
+        # 64 gradient elements of a 16 x 4 case near 0, |asymm| ~ 1 there (15 reruns then passed).
+        Known(re.compile(r"^MUL_MAT\(type_a=f32,type_b=f32,"), "maa", _FD_NOISE, max_maa=5e-2),
     ],
 }
 

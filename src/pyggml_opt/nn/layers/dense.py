@@ -72,8 +72,9 @@ class Linear(Layer):
         if "lora_a" not in params:
             return y
         inner = F.mul(x, params["lora_mask"]) if "lora_mask" in params else x
-        low = F.linear(F.linear(inner, params["lora_a"]), params["lora_b"])
-        return F.add(y, F.scale(low, self.lora_scale))
+        # scaled at rank width: r values a token, not out (the same product up to rounding)
+        low = F.linear(F.scale(F.linear(inner, params["lora_a"]), self.lora_scale), params["lora_b"])
+        return F.add(y, low)
 
     def get_config(self) -> dict:
         config = {**super().get_config(), "in_features": self.in_features, "out_features": self.out_features,
@@ -178,8 +179,10 @@ class GatedMLP(Block):
         return {f"{p}.weight": p for p in self.children}
 
     def forward(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        gate = GATE_ACTIVATIONS[self.activation](self.call("w_gate", x, params))
-        return self.call("w_down", F.mul(gate, self.call("w_up", x, params)), params)
+        gate, up = self.call("w_gate", x, params), self.call("w_up", x, params)
+        # SiLU's gating is one ggml node (ops.swiglu: less training memory); GELU's has no backward there
+        hidden = F.swiglu(gate, up) if self.activation == "silu" else F.mul(GATE_ACTIVATIONS[self.activation](gate), up)
+        return self.call("w_down", hidden, params)
 
     def get_config(self) -> dict:
         return {**super().get_config(), "dim": self.dim, "hidden": self.hidden, "activation": self.activation}

@@ -39,17 +39,14 @@ class CrossEntropy(Loss):
 
     def per_sample(self, outputs: Tensor, y: Tensor, constants: dict[str, Tensor]) -> Tensor:
         if outputs.ndim == 3:   # token ids (n, T): the mean over a sample's tokens that are not IGNORE_INDEX
-            # each token's log-sum-exp minus its target's logit, picked by id: no one-hot labels, so the
-            # graph's memory is a few logits-sized tensors whatever the vocabulary (one-hot rows of
-            # every token would be tokens x vocab floats)
+            # each token's log-sum-exp minus its target's logit, by id (one node, no one-hot labels):
+            # the graph holds the logits and their gradient whatever the vocabulary
             n, steps, vocab = outputs.shape
-            shifted, log_denominator = ops.log_sum_exp(ops.reshape(outputs, n * steps, vocab))
-            # ignored tokens (ids < 0) pick id 0 and count 0: no loss, no gradient
-            ids = ops.to_int32(ops.clamp(y, 0.0, float(vocab - 1)))
+            # ignored tokens (ids < 0) become id -1, which the op gives no loss and no gradient, and count 0
+            ids = ops.to_int32(ops.clamp(y, -1.0, float(vocab - 1)))
             keep = ops.clamp(ops.scale(y, 1.0, 1.0), 0.0, 1.0)
-            target = ops.pick(shifted, ops.reshape(ids, n * steps))
-            per_token = ops.mul(ops.reshape(ops.sub(log_denominator, target), n, steps), keep)
-            return ops.div(ops.sum_rows(per_token), ops.clamp(ops.sum_rows(keep), 1.0, float(steps)))
+            per_token = ops.cross_entropy_ids(ops.reshape(outputs, n * steps, vocab), ops.reshape(ids, n * steps))
+            return ops.div(ops.sum_rows(ops.reshape(per_token, n, steps)), ops.clamp(ops.sum_rows(keep), 1.0, float(steps)))
         return ops.neg(ops.sum_rows(ops.mul(y, ops.log_softmax(outputs))))
 
     def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:

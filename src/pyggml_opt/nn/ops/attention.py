@@ -3,10 +3,9 @@ attention."""
 from __future__ import annotations
 
 from ..._lib import ffi, lib
-from .activations import softmax
 from .linalg import mul_mat
 from .shape import permute, reshape
-from .tensor import Tensor, add, check_tensor, contiguous, graph_context, scale, wrap
+from .tensor import Tensor, add, check_tensor, contiguous, graph_context, wrap
 
 
 def causal_mask(a: Tensor) -> Tensor:
@@ -42,18 +41,44 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, mask: Tensor
                          f"dividing heads, got {q.shape}, {k.shape}, {v.shape}")
     if kv_heads != heads:
         k, v = repeat_heads(k, heads // kv_heads), repeat_heads(v, heads // kv_heads)
-    factor = 1.0 / d_head ** 0.5 if scale_by is None else float(scale_by)
-    scores = scale(mul_mat(k, q), factor)       # (n, heads, T_q, T_k)
-    if window is not None and window < steps:  # else no key is that far back
-        scores = add(scores, window_mask(scores, window))
     if mask is not None:
         check_tensor("mask", mask)
         if mask.shape not in ((n, 1, 1, steps), (n, 1, steps, steps), (1, 1, steps, steps)):
             raise ValueError(f"attention: mask must be (n, 1, 1, T) or (n, 1, T, T) for q of shape {q_shape}, "
                              f"got {mask.shape}")
-        scores = add(scores, mask)
-    weights = softmax(causal_mask(scores) if causal else scores)
+    factor = 1.0 / d_head ** 0.5 if scale_by is None else float(scale_by)
+    scores = mul_mat(k, q)                        # (n, heads, T_q, T_k)
+    added = score_mask(scores, causal, mask, window)
+    # one SOFT_MAX node scales, masks and normalises (its backward needs its output only): the training
+    # graph keeps two score-sized tensors per layer, not a scaled and a masked copy besides
+    weights = wrap(lib.ggml_soft_max_ext(graph_context(scores).ptr, scores.ptr, added.ptr if added else ffi.NULL,
+                                         factor, 0.0), scores)
     return mul_mat(permute(v, 0, 1, 3, 2), weights)                 # (n, heads, T_q, d_head)
+
+
+def score_mask(scores: Tensor, causal: bool, mask: Tensor | None, window: int | None) -> Tensor | None:
+    """The additive mask (1 or n, 1, T, T) of attention ``scores`` (n, heads, T, T), computed in the graph
+    (no gradient): ``mask`` (n, 1, 1, T) or (n or 1, 1, T, T) where given, plus -inf where a key comes
+    after its query (``causal``) and ``PAD_SCORE`` where it is ``window`` or more steps back; None where
+    nothing is masked."""
+    steps = scores.shape[-1]
+    ctx = graph_context(scores).ptr
+    parts = []
+    if mask is not None:  # SOFT_MAX reads a row per query: a padding mask's one row repeated
+        parts.append(mask if mask.shape[2] == steps else
+                     wrap(lib.ggml_repeat_4d(ctx, mask.ptr, steps, steps, 1, mask.shape[0]), mask))
+    if causal:  # DIAG_MASK_INF of a (T, T) of zeros: 0 on and below the diagonal, -inf above it
+        index = lib.ggml_reshape_4d(ctx, lib.ggml_arange(ctx, 0.0, float(steps), 1.0), steps, 1, 1, 1)
+        zeros = lib.ggml_scale(ctx, lib.ggml_repeat_4d(ctx, index, steps, steps, 1, 1), 0.0)
+        parts.append(wrap(lib.ggml_diag_mask_inf(ctx, zeros, 0), scores))
+    if window is not None and window < steps:  # else no key is that far back
+        parts.append(window_mask(scores, window))
+    if not parts:
+        return None
+    added = parts[0]  # the mask, where given, has the most rows: the others broadcast into it
+    for part in parts[1:]:
+        added = add(added, part)
+    return contiguous(added)
 
 
 def window_mask(scores: Tensor, window: int) -> Tensor:
