@@ -521,6 +521,10 @@ def test_cross_entropy_ids_matches_float64(sched):
     np.testing.assert_allclose(out, ce_ids_ref(a.astype(np.float64), CE_IDS), rtol=1e-5, atol=1e-6)
     grads = check_op_gradients(sched, fn, ce_ids_ref, [a, CE_IDS], grad_of=(0,))
     assert (grads[0][[1, 4]] == 0).all()  # ignored targets: no gradient at all
+    # (n, T, k) logits with (n, T) ids, as a language model's outputs: the same rows
+    out3, shape3, _ = run_graph(sched, fn, [np.concatenate([a, a])[:9].reshape(3, 3, 7), np.tile(CE_IDS, 2)[:9].reshape(3, 3)])
+    assert shape3 == (3, 3)
+    np.testing.assert_allclose(out3.ravel(), np.tile(out, 2)[:9], rtol=1e-6)
 
 
 def test_cross_entropy_ids_over_a_large_vocabulary(sched):
@@ -534,7 +538,8 @@ def test_cross_entropy_ids_over_a_large_vocabulary(sched):
 
 @pytest.mark.parametrize("shape, ids, error", [
     ((5, 7), np.zeros(4, np.float32), TypeError),     # one id too few
-    ((5, 7, 1), np.zeros(5, np.float32), ValueError),  # not (n, k) logits
+    ((5, 7, 2), np.zeros(5, np.float32), TypeError),   # ids of another leading shape than the logits
+    ((7,), np.zeros(1, np.float32), ValueError),        # no axis of rows
 ])
 def test_cross_entropy_ids_refuses_mismatched_input(sched, shape, ids, error):
     with pytest.raises(error, match="cross_entropy_ids"):

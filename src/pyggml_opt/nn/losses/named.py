@@ -41,12 +41,12 @@ class CrossEntropy(Loss):
         if outputs.ndim == 3:   # token ids (n, T): the mean over a sample's tokens that are not IGNORE_INDEX
             # each token's log-sum-exp minus its target's logit, by id (one node, no one-hot labels):
             # the graph holds the logits and their gradient whatever the vocabulary
-            n, steps, vocab = outputs.shape
+            _, steps, vocab = outputs.shape
             # ignored tokens (ids < 0) become id -1, which the op gives no loss and no gradient, and count 0
             ids = ops.to_int32(ops.clamp(y, -1.0, float(vocab - 1)))
             keep = ops.clamp(ops.scale(y, 1.0, 1.0), 0.0, 1.0)
-            per_token = ops.cross_entropy_ids(ops.reshape(outputs, n * steps, vocab), ops.reshape(ids, n * steps))
-            return ops.div(ops.sum_rows(ops.reshape(per_token, n, steps)), ops.clamp(ops.sum_rows(keep), 1.0, float(steps)))
+            per_token = ops.cross_entropy_ids(outputs, ids)  # the outputs as they are: see cross_entropy_ids
+            return ops.div(ops.sum_rows(per_token), ops.clamp(ops.sum_rows(keep), 1.0, float(steps)))
         return ops.neg(ops.sum_rows(ops.mul(y, ops.log_softmax(outputs))))
 
     def host(self, outputs: np.ndarray, targets: np.ndarray | None) -> np.ndarray:

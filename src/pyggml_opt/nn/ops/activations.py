@@ -66,9 +66,10 @@ def log_sum_exp(a: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def cross_entropy_ids(logits: Tensor, ids: Tensor) -> Tensor:
-    """Each row's softmax cross-entropy against a class id: float32 logits (n, k) and int32 ids (n,) ->
-    (n,), log(sum(exp(logits[i]))) - logits[i, ids[i]]; 0 (and no gradient) where ids[i] is outside
-    [0, k): an ignored target.
+    """Each row's softmax cross-entropy against a class id: float32 logits (..., k) and int32 ids of
+    their leading shape (...) -> (...), log(sum(exp(logits[i]))) - logits[i, ids[i]]; 0 (and no gradient)
+    where ids[i] is outside [0, k): an ignored target. A language model's (n, T, vocab) outputs go in
+    as they are, with (n, T) ids.
 
     One CROSS_ENTROPY_IDS node (vendor patch 0045; other backends run it on the CPU), whose backward
     pass, (softmax(logits[i]) - onehot(ids[i])) * grad[i], reads the logits only: a training graph holds
@@ -76,12 +77,12 @@ def cross_entropy_ids(logits: Tensor, ids: Tensor) -> Tensor:
     logits-sized tensors (at Qwen's 151,936 classes and 1,024 tokens, 593 MiB each). Sums in float64."""
     check_tensor("logits", logits)
     check_tensor("ids", ids)
-    if logits.ndim != 2 or logits.ptr.type != lib.GGML_TYPE_F32:
-        raise ValueError(f"cross_entropy_ids: expected float32 (n, k) logits, got shape {logits.shape}")
-    if ids.ptr.type != lib.GGML_TYPE_I32 or ids.shape != (logits.shape[0],):
-        raise TypeError(f"cross_entropy_ids: ids must be an int32 ({logits.shape[0]},) tensor, got shape {ids.shape}")
+    if not 2 <= logits.ndim <= 4 or logits.ptr.type != lib.GGML_TYPE_F32:
+        raise ValueError(f"cross_entropy_ids: expected float32 (..., k) logits of 2 to 4 axes, got shape {logits.shape}")
+    if ids.ptr.type != lib.GGML_TYPE_I32 or ids.shape != logits.shape[:-1]:
+        raise TypeError(f"cross_entropy_ids: ids must be an int32 {logits.shape[:-1]} tensor, got shape {ids.shape}")
     ctx = graph_context(logits, ids).ptr
-    return wrap(lib.ggml_cross_entropy_ids(ctx, contiguous(logits).ptr, contiguous(ids).ptr), logits, ndim=1)
+    return wrap(lib.ggml_cross_entropy_ids(ctx, contiguous(logits).ptr, contiguous(ids).ptr), logits, ndim=ids.ndim)
 
 
 def log_softmax(a: Tensor) -> Tensor:
