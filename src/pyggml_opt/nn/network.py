@@ -7,15 +7,14 @@ parameter may be kept in a ggml quantized type (a ``core.tensor_data.Quantized``
 from a file of F16, Q8_0, Q4_K ... weights): it is frozen (no gradient, no optimizer step) and never
 dequantized.
 ``close()`` frees that buffer, and so does dropping the network. Copies (``copy.copy``,
-``copy.deepcopy``, ``clone``, pickle) are independent: same architecture, weights and loss, no
-native state shared; a subclass adds what its copies keep (``_copied_state``: training's, in
-``training.trainable``).
+``copy.deepcopy``, ``clone``, pickle: ``restoring.Copyable``) are independent: same architecture,
+weights and loss, no native state shared; a subclass adds what its copies keep (``_copied_state``:
+training's, in ``training.trainable``).
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence, TypeVar, cast
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -28,7 +27,7 @@ from .ops import Tensor
 from .params import (ParamStore, check_param_name, check_quantizable, checked_weight, matching_params,
                      quantized_types)
 # restore / restore_network: the functions pickles of networks name (as pyggml_opt.nn.network's)
-from .restoring import CONFIG_HINT, check_rebuilds, restore, restore_network  # noqa: F401
+from .restoring import CONFIG_HINT, Copyable, check_rebuilds, restore, restore_network  # noqa: F401
 from .shapes import MAX_SAMPLE_AXES
 from .summary import SummaryRow, summary_lines
 from .use_lock import UseLock
@@ -52,7 +51,7 @@ class NetworkShapes:
     step_inputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
-class Network:
+class Network(Copyable):
     """Base class of models. Subclasses implement ``_build_shapes`` (pure: the shapes for an input
     shape), ``_init_param``, ``forward``, ``get_config`` / ``from_config`` (the architecture, for
     saving and copying). What ``build`` fixed is the network's state: ``input_shape``,
@@ -348,25 +347,7 @@ class Network:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ---- copies -------------------------------------------------------------------------------------------
-    def clone(self: _N) -> _N:
-        """An independent copy: same architecture, weights and what ``_copied_state`` keeps; no native
-        state shared."""
-        rebuild, args = self.__reduce__()
-        return cast(_N, rebuild(*args[:-1], copy.deepcopy(args[-1])))  # the copied state may be mutable
-
-    def __reduce__(self) -> tuple[Callable[..., Network], tuple[Any, ...]]:
-        # What pickle (and clone) keep: the architecture, the weights in numpy, the backend, the state
-        # of the subclass. Checked here, not only in restore: a pickle that cannot be loaded again is a
-        # model lost.
-        config = self.get_config()
-        weights = None
-        if self.built:
-            assert self.input_shape is not None  # built
-            check_rebuilds(type(self), config, self.input_shape, self.param_shapes)
-            weights = self.get_weights()
-        return restore_network, (type(self), config, self.input_shape, weights, self.backend, self._copied_state())
-
+    # ---- copies (``restoring.Copyable``) -------------------------------------------------------------
     def _copied_state(self) -> dict[str, Any]:
         """What copies and pickles keep besides architecture and weights, by name (a subclass adds to it)."""
         return {"loss": self.loss, "frozen": sorted(self._frozen) or None, "file_keys": self.file_keys or None}
@@ -380,12 +361,6 @@ class Network:
         kept = sorted(k for k, v in state.items() if v is not None and k not in ("loss", "frozen", "file_keys"))
         if kept:
             raise ValueError(f"a {type(self).__name__} keeps no {kept}")
-
-    def __copy__(self) -> "Network":
-        return self.clone()
-
-    def __deepcopy__(self, memo: dict[int, object]) -> "Network":
-        return self.clone()
 
     def summary(self, print_fn: Callable[[str], object] | None = None) -> str:
         """A Keras-like table of the built model: one row per layer (name and type, output shape with

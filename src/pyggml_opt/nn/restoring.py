@@ -1,22 +1,81 @@
-"""Rebuilding a network from what its pickles and files keep: its class, configuration, input shape and
-weights (``restore_network``, which ``Network.__reduce__`` names), and the check that a configuration
-gives back the network it came from (``check_rebuilds``), run before anything is saved."""
+"""Copies and pickles of networks: what they keep (``Copyable``, which ``Network`` mixes in: the
+class, configuration, input shape, weights, backend and ``_copied_state``), rebuilding a network from
+that (``restore_network``, the function pickles name), and the check that a configuration gives back
+the network it came from (``check_rebuilds``), run before anything is saved or pickled."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+import copy
+from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar, cast
 
 import numpy as np
 
 from ..core.tensor_data import Weight
 
-if TYPE_CHECKING:  # network.py imports this module
-    from .network import Network
+
+class Rebuildable(Protocol):
+    """What copying and rebuilding use of a network (``nn.network.Network`` has all of it)."""
+
+    input_shape: tuple[int, ...] | None
+    param_shapes: dict[str, tuple[int, ...]]
+    backend: str | None
+
+    @classmethod
+    def from_config(cls, config: dict) -> Rebuildable: ...
+    def get_config(self) -> dict: ...
+    def shapes_for(self, input_shape: Sequence[int]) -> dict[str, tuple[int, ...]]: ...
+    def build_with_weights(self, input_shape: Sequence[int], weights: Mapping[str, Weight]) -> Any: ...
+    def legacy_names(self) -> dict[str, str]: ...
+    def get_weights(self) -> dict[str, Weight]: ...
+    def _copied_state(self) -> dict[str, Any]: ...
+    def _restore_copied_state(self, state: dict[str, Any]) -> None: ...
 
 
-def restore_network(cls: type[Network], config: dict, input_shape: Sequence[int] | None,
-                    weights: Mapping[str, Weight] | None, backend: str | None, state: dict[str, Any]) -> Network:
-    """A network of class ``cls`` from what ``Network.__reduce__`` keeps."""
-    network = cls.from_config(config)
+_R = TypeVar("_R", bound=Rebuildable)
+
+
+def copied(network: _R) -> _R:
+    """An independent copy of ``network``: what a pickle of it keeps, rebuilt."""
+    rebuild, args = reduced(network)
+    return cast(_R, rebuild(*args[:-1], copy.deepcopy(args[-1])))  # the copied state may be mutable
+
+
+def reduced(network: Rebuildable) -> tuple[Callable[..., Rebuildable], tuple[Any, ...]]:
+    """What pickle (and copies) keep of ``network``: the architecture, the weights in numpy, the backend,
+    the state of the subclass (``__reduce__``'s answer). Checked here, not only when loaded: a pickle
+    that cannot be loaded again is a model lost."""
+    config = network.get_config()
+    weights = None
+    if network.input_shape is not None:  # built
+        check_rebuilds(type(network), config, network.input_shape, network.param_shapes)
+        weights = network.get_weights()
+    return restore_network, (type(network), config, network.input_shape, weights, network.backend,
+                             network._copied_state())
+
+
+class Copyable:
+    """``clone``, ``copy.copy``, ``copy.deepcopy`` and pickle for a network: independent copies with the
+    same architecture, weights and what ``_copied_state`` keeps (``Network`` defines it; a subclass adds
+    to it), no native state shared."""
+
+    def clone(self: _R) -> _R:
+        """An independent copy: same architecture, weights and what ``_copied_state`` keeps; no native
+        state shared."""
+        return copied(self)
+
+    def __reduce__(self: Rebuildable) -> tuple[Callable[..., Rebuildable], tuple[Any, ...]]:
+        return reduced(self)
+
+    def __copy__(self: _R) -> _R:
+        return copied(self)
+
+    def __deepcopy__(self: _R, memo: dict[int, object]) -> _R:
+        return copied(self)
+
+
+def restore_network(cls: type[_R], config: dict, input_shape: Sequence[int] | None,
+                    weights: Mapping[str, Weight] | None, backend: str | None, state: dict[str, Any]) -> _R:
+    """A network of class ``cls`` from what ``reduced`` keeps."""
+    network = cast(_R, cls.from_config(config))
     if input_shape is not None:
         if isinstance(weights, Mapping):
             renamed = {old: new for new, old in network.legacy_names().items()}
@@ -27,8 +86,8 @@ def restore_network(cls: type[Network], config: dict, input_shape: Sequence[int]
     return network
 
 
-def restore(cls: type[Network], config: dict, input_shape: Sequence[int] | None, weights: dict[str, np.ndarray] | None,
-            loss: object, backend: str | None, history: object, optimizer_state: object = None) -> Network:
+def restore(cls: type[_R], config: dict, input_shape: Sequence[int] | None, weights: dict[str, np.ndarray] | None,
+            loss: object, backend: str | None, history: object, optimizer_state: object = None) -> _R:
     """What pickles of pyggml_opt 0.1's first releases call (their state: the loss, training's history
     and optimizer state, which this layer passes on unread): users' pickled models still load."""
     return restore_network(cls, config, input_shape, weights, backend,
@@ -39,7 +98,7 @@ CONFIG_HINT = (": does every layer's get_config() return all of its constructor'
                 "that does not override it is rebuilt with its default sizes)?")
 
 
-def check_rebuilds(cls: type[Network], config: dict, input_shape: tuple[int, ...],
+def check_rebuilds(cls: type[Rebuildable], config: dict, input_shape: tuple[int, ...],
                    param_shapes: dict[str, tuple[int, ...]]) -> None:
     """ValueError unless ``cls.from_config(config)`` built for ``input_shape`` has exactly the parameters
     ``param_shapes``: the test that a saved or pickled architecture gives back the model it came from
