@@ -124,7 +124,8 @@ def main(argv=None) -> None:
     model, x, y, batch = model_and_data(a.model, a.warmup + a.plain + a.steps, a.data, a.file)
     t0 = time.perf_counter()
     model.fit(x, y, epochs=1, batch_size=batch, shuffle=False, optimizer=pgo.AdamW(lr=1e-3),
-              n_threads=a.threads, seed=0, verbose=0, callbacks=[Profiler()])
+              n_threads=a.threads, seed=0, verbose=0, callbacks=[Profiler()],
+              **({"metrics": []} if a.model == "lora" else {}))  # compare_peft_lora.py's step: no metrics
     step = np.diff([t0, *stamps]) * 1e3
     plain, instr = step[a.warmup:a.warmup + a.plain], step[a.warmup + a.plain:]
     print(f"{a.model}, physical batch {batch}, {a.threads} threads: plain step {np.median(plain):.1f} ms "

@@ -63,11 +63,14 @@ class Graph:
             lib.ggml_set_input(t.ptr)
             self.step_inputs[key] = t
 
-    def _set_outputs(self, out: Tensor) -> None:
+    def _set_outputs(self, out: Tensor, kept: bool = True) -> None:
+        """``out`` as the graph's outputs; ``kept``: a graph output, which ggml-alloc neither frees nor
+        lets another node overwrite (else the gradient of the loss may take their memory)."""
         self.out = out
         self.outputs = out.ptr
         lib.ggml_set_name(self.outputs, b"outputs")
-        lib.ggml_set_output(self.outputs)
+        if kept:
+            lib.ggml_set_output(self.outputs)
 
     def set_input(self, xb: np.ndarray) -> None:
         """Write one batch (``batch`` rows) into the input, once it is allocated."""
@@ -113,14 +116,13 @@ class StaticGraph(Graph):
     row numbers (int32) and the graph starts by gathering those rows (GET_ROWS): the batch is copied
     inside ggml's compute instead of by numpy. With ``labels_width`` a second input, ``labels``
     (batch, labels_width), is allocated beside the first, for graphs that go on past the network's
-    outputs (a loss of their own); their outputs are then copied into the static buffer too, where
-    ``output()`` reads them after each evaluation (ggml-opt computes a copy of a static graph, whose
-    other nodes' memory it reuses). With ``training`` the graph is the network's ``forward_train``,
+    outputs (a loss of their own). With ``training`` the graph is the network's ``forward_train``,
     with its step inputs in the static buffer (``step_inputs``) and the nodes that update its buffers
     in ``side_effects``. ``constants`` (name -> array) become tensors of that value in the static
-    buffer, for graph code after the network (a loss's one-hot table). ``readable`` also keeps the
-    outputs in the static buffer, for ``output()`` after ggml-opt evaluated the graph (without labels,
-    for a forward-only context: generation)."""
+    buffer, for graph code after the network (a loss's one-hot table). ``readable`` copies the outputs
+    into the static buffer, where ``output()`` reads them after each evaluation (ggml-opt computes a
+    copy of a static graph, whose other nodes' memory it reuses): only graphs whose outputs are read
+    pay for that copy (a language model's logits are hundreds of MB)."""
 
     def __init__(self, network: Network, store: ParamStore, batch: int, *, rows_of: CData | None = None,
                  labels_width: int | None = None, training: bool = False,
@@ -151,16 +153,15 @@ class StaticGraph(Graph):
             self.labels = new_input(self.ctx_static, (batch, labels_width), "labels", graph=self.ctx_compute)
             lib.ggml_set_input(self.labels.ptr)
         out = self._build(network, x, training)
-        out_static = self.labels is not None or readable
-        if out_static:
+        if readable:
             out = Tensor(lib.ggml_cont(self.ctx_static.ptr, out.ptr), self.ctx_compute, self.ctx_static, out.ndim)
         self.buf_static = Buffer(self.ctx_static, store.backend)
         for key, value in constants.items():
             tensor_data.set(self.constants[key].ptr, value)
-        self._set_outputs(out)
+        self._set_outputs(out, kept=readable)
         if rows_of is None:
             self._input_view = tensor_data.host_view(self.inputs, shape)
-        if out_static:
+        if readable:
             self._output_view = tensor_data.host_view(self.outputs, out.shape)
 
     def close(self) -> None:

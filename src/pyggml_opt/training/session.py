@@ -139,6 +139,7 @@ class TrainingSession:
         own = plan.own_loss_graph
         graph = StaticGraph(network, store, physical, rows_of=rows.tensor if rows is not None else None,
                             labels_width=width if own else None, training=True, sample_shape=sample_shape,
+                            readable=own and bool(plan.metrics),  # fit's metrics read them on the host
                             constants=plan.loss.graph_constants(network.output_shape_for(sample_shape))
                             if own else None)
         outputs = graph.outputs
