@@ -1,10 +1,11 @@
 """CPU kernels of the training hot path against numpy: OUT_PROD (weight gradients of mul_mat),
 MUL_MAT, the convolution-network ops POOL_2D(_BACK), IM2COL(_BACK), REPEAT_BACK, the AdamW step, and
 the element-wise and row ops (unary ops, SCALE, SUB, SUM_ROWS, REPEAT) that vendor/patches/0015 runs on
-every thread, f32, for odd shapes; SIGMOID on ggml's vectorised exp (0017), small batched GEMMs as
-in attention (0018), the row normalisations NORM, RMS_NORM and RMS_NORM_BACK (0019), and GELU with
-its backward GELU_BACK (0022), the batch normalisation ops (0025), copies of permuted views (0034),
-SOFT_MAX and DIAG_MASK (0035), and MEAN and REPEAT_BACK into one row on every thread (0036).
+every thread, f32, for odd shapes; SIGMOID on ggml's vectorised exp (0017), small batched GEMMs as in
+attention (0018), the row normalisations NORM, RMS_NORM and RMS_NORM_BACK (0019), and GELU with its
+backward GELU_BACK (0022), SILU_BACK on the vectorised sigmoid (0047), the batch normalisation ops
+(0025), copies of permuted views (0034), SOFT_MAX and DIAG_MASK (0035), and MEAN and REPEAT_BACK into
+one row on every thread (0036).
 
 vendor/patches replaces these kernels with blocked ones (0003: a packed GEMM with register tiles of
 6 x 16 on AVX2, 252-row blocks, k in blocks of 256, for OUT_PROD and MUL_MAT; llamafile's sgemm for
@@ -926,6 +927,28 @@ def test_sigmoid_limits(n_threads):
     for v in (3, -3, 87):
         at = x == np.float32(v)
         np.testing.assert_allclose(got[at], _sigmoid64(np.float64(np.float32(v))), rtol=3 * EPS32, atol=2.0 ** -126)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("row", [1, 15, 16, 17, 255, 256, 257, 600])
+def test_silu_back_vectorised(row, n_threads):
+    """SILU_BACK (0047): dy s (1 + x (1 - s)), s = sigmoid(x) on ggml's vectorised exp a block of 256
+    floats at a time, rows around the vector widths and the block, against float64. Tolerance: s carries
+    at most 3.9 ulps (test_sigmoid_vectorised); 1 - s in float32 (as ggml's scalar formula computes it)
+    loses digits as s nears 1, an absolute error of a few ulps of 1 that |x| multiplies; 16 ulps of
+    |dy| s (1 + |x|) bound both and the products' roundings."""
+    grid = np.linspace(-30.0, 30.0, 6_001).astype(np.float32)
+    x = grid[: grid.size // row * row].reshape(-1, row)
+    dy = np.random.default_rng(row).uniform(-2, 2, x.shape).astype(np.float32)
+    g = OpGraph(n_threads)
+    got = g.compute(lib.ggml_silu_back(g.ctx.ptr, g.leaf(dy), g.leaf(x))).reshape(x.shape).astype(np.float64)
+    x64 = x.astype(np.float64)
+    s = _sigmoid64(x64)
+    ref = dy * s * (1 + x64 * (1 - s))
+    tol = 16 * EPS32 * np.abs(dy) * s * (1 + np.abs(x64)) + 2.0 ** -126
+    err = np.abs(got - ref)
+    assert (err <= tol).all(), (f"worst error {err.max():.3g} (tolerance {tol.flat[np.argmax(err - tol)]:.3g}) "
+                                f"at x = {x.flat[np.argmax(err - tol)]!r}")
 
 
 # --- GELU and its backward on ggml_v_expf (vendor/patches/0022) --------------------------------------
