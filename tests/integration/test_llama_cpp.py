@@ -165,9 +165,13 @@ def test_quantized_files_load_and_run_as_llama_cpp_runs_them(exported, corpus, t
     file, and against the float32 model's; greedy generation against llama.cpp's.
 
     Measured (relative error, worst of the 10 prompts; llama / gpt2 / llama tied):
-    - same file, q8_0: 0 / 2.2e-3 / 0: both quantize the activations to Q8_0 blocks before each product
-      and compute the same integer dot products; gpt2's float16 GELU table in llama.cpp (1e-4 at f32)
-      moves some activations across a rounding step of that quantization.
+    - same file, q8_0: 2.9e-4 / 2.2e-3 / 0 (qwen2 1.1e-4, qwen3 2.7e-3): both quantize the activations
+      to Q8_0 blocks before each product and compute the same integer dot products, but the float ops
+      between them (llama.cpp's own ggml build against this project's patched one; gpt2's float16 GELU
+      table in llama.cpp, 1e-4 at f32) differ in the last bits, and where such a difference moves an
+      activation across a rounding step of that quantization a logit moves by ~1e-4 to 1e-3. Which
+      weights do that is chance: llama's file gave 0 until SILU_BACK's vectorised exp (vendor patch
+      0047) changed its training in the last bits.
     - same file, q4_0: 5e-8 / 2.2e-3 / 2.8e-3 (on untrained random weights up to 1e-2, with llama.cpp's
       weight repacking on or off: its Q4_0 kernels are not those of ggml 0.15.3).
     - to the float32 model: q8_0 3.5e-3 / 4.4e-3 / 9.6e-3 (8-bit weights, one float16 scale per 32);
@@ -193,6 +197,6 @@ def test_quantized_files_load_and_run_as_llama_cpp_runs_them(exported, corpus, t
         theirs = llama_cpp_greedy(llm, prompt)
     finally:
         llm.close()
-    assert same_file <= (1e-6 if arch == "llama" and quantize == "q8_0" else 2e-2), (path.stem, same_file)
+    assert same_file <= 2e-2, (path.stem, same_file)
     assert to_f32 <= {"q8_0": 0.03, "q4_0": 0.3}[quantize], (path.stem, to_f32)
     assert ours_ids.tolist() == theirs, path.stem
