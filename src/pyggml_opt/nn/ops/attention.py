@@ -23,7 +23,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, mask: Tensor
     ``window`` or more steps before the query too.
 
     Grouped-query attention when ``kv_heads`` < ``heads`` (a divisor of it): query head h attends with
-    key / value head h // (heads / kv_heads), as llama.cpp pairs them.
+    key / value head h // (heads / kv_heads), as llama.cpp pairs them, by ggml's broadcasting (no copy of
+    the keys and values per query head: a training graph keeps them for the backward pass).
 
     ``mask`` (optional, no gradient flows into it) is added to the scores before the softmax: a
     padding mask of shape (n, 1, 1, T) holding 0 for the keys to attend to and a large negative number
@@ -39,21 +40,29 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, mask: Tensor
     if k.shape != v.shape or k.shape[::2] != q.shape[::2] or k.shape[3] != d_head or heads % kv_heads:
         raise ValueError(f"attention: q must be (n, heads, T, d_head) and k, v (n, kv_heads, T, d_head) with kv_heads "
                          f"dividing heads, got {q.shape}, {k.shape}, {v.shape}")
-    if kv_heads != heads:
-        k, v = repeat_heads(k, heads // kv_heads), repeat_heads(v, heads // kv_heads)
     if mask is not None:
         check_tensor("mask", mask)
         if mask.shape not in ((n, 1, 1, steps), (n, 1, steps, steps), (1, 1, steps, steps)):
             raise ValueError(f"attention: mask must be (n, 1, 1, T) or (n, 1, T, T) for q of shape {q_shape}, "
                              f"got {mask.shape}")
     factor = 1.0 / d_head ** 0.5 if scale_by is None else float(scale_by)
-    scores = mul_mat(k, q)                        # (n, heads, T_q, T_k)
+    scores = reshape(mul_mat(_heads_of_batch(k), _heads_of_batch(q)), n, heads, steps, steps)  # (.., T_q, T_k)
     added = score_mask(scores, causal, mask, window)
     # one SOFT_MAX node scales, masks and normalises (its backward needs its output only): the training
     # graph keeps two score-sized tensors per layer, not a scaled and a masked copy besides
     weights = wrap(lib.ggml_soft_max_ext(graph_context(scores).ptr, scores.ptr, added.ptr if added else ffi.NULL,
                                          factor, 0.0), scores)
-    return mul_mat(permute(v, 0, 1, 3, 2), weights)                 # (n, heads, T_q, d_head)
+    out = mul_mat(_heads_of_batch(permute(v, 0, 1, 3, 2)), _heads_of_batch(weights))
+    return reshape(out, *q_shape)  # (n, heads, T_q, d_head)
+
+
+def _heads_of_batch(t: Tensor) -> Tensor:
+    """(n, heads, rows, cols) as (1, n * heads, rows, cols), sequence-major: ggml's MUL_MAT pairs query
+    head h of sequence b (index b * heads + h) with key / value head (b * heads + h) // group =
+    b * kv_heads + h // group, the grouped-query pairing, by broadcasting along one axis, the only one
+    its backward pass sums over (a copy of the keys and values per query head is not needed)."""
+    n, heads = t.shape[:2]
+    return reshape(contiguous(t), 1, n * heads, *t.shape[2:])
 
 
 def score_mask(scores: Tensor, causal: bool, mask: Tensor | None, window: int | None) -> Tensor | None:
@@ -94,22 +103,6 @@ def window_mask(scores: Tensor, window: int) -> Tensor:
     # query - key - (window - 1/2) is positive exactly where the key is window or more steps back
     apart = lib.ggml_step(ctx, lib.ggml_scale_bias(ctx, lib.ggml_sub(ctx, queries, keys), 1.0, 0.5 - window))
     return wrap(lib.ggml_scale(ctx, apart, PAD_SCORE), scores, ndim=4)
-
-
-def repeat_heads(k: Tensor, group: int) -> Tensor:
-    """k (n, kv_heads, T, d_head) with each head repeated ``group`` times in a row: (n, kv_heads * group,
-    T, d_head), head h a copy of head h // group (llama.cpp's pairing of query and key heads).
-
-    A copy (REPEAT over a new axis of size 1, whose backward pass sums the copies' gradients) rather
-    than ggml's broadcasting mul_mat (key heads broadcast over query heads): through that one's
-    backward pass the queries and keys got wrong gradients, the values right ones (measured on
-    tests/kernels/test_llama.py's gradient test with 4 query and 2 key heads: wq 1.9e-5 where finite
-    differences give -9.8e-5; wv equal to 7 digits)."""
-    n, kv_heads, steps, d_head = k.shape
-    ctx = graph_context(k).ptr
-    flat = reshape(k, n * kv_heads, 1, steps * d_head)
-    copies = wrap(lib.ggml_repeat_4d(ctx, flat.ptr, steps * d_head, group, n * kv_heads, 1), flat, ndim=3)
-    return reshape(copies, n, kv_heads * group, steps, d_head)
 
 
 ROPE_MODES = {"neox": lib.GGML_ROPE_TYPE_NEOX, "norm": lib.GGML_ROPE_TYPE_NORMAL}
