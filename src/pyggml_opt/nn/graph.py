@@ -153,6 +153,7 @@ class StaticGraph(Graph):
             self.labels = new_input(self.ctx_static, (batch, labels_width), "labels", graph=self.ctx_compute)
             lib.ggml_set_input(self.labels.ptr)
         out = self._build(network, x, training)
+        self.readable = readable
         if readable:
             out = Tensor(lib.ggml_cont(self.ctx_static.ptr, out.ptr), self.ctx_compute, self.ctx_static, out.ndim)
         self.buf_static = Buffer(self.ctx_static, store.backend)

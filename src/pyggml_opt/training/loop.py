@@ -163,8 +163,8 @@ class FitLoop:
             for key, writer in train.step_writers.items():
                 writer.copy(self.model.fill_step_input(key, masks, writer.buf.shape))
             train.opt_ctx.eval(train.result)
-            if self.host_metrics is not None and self.host_metrics.metrics:  # else no copy of the outputs
-                assert train.targets is not None  # metrics of the training steps need targets
+            if train.graph.readable:  # the session made them readable for fit's metrics
+                assert self.host_metrics is not None and train.targets is not None  # metrics need targets
                 self.host_metrics.add(train.graph.output(), train.targets[order[b]])
             if self.callbacks.needs_batch_logs:
                 self.callbacks.on_batch_end(ib, result_logs(train.result, metrics, self.host_metrics))
