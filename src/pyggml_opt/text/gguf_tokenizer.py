@@ -37,6 +37,7 @@ from numpy.typing import ArrayLike
 
 from ..core import GGUFFile
 from .bpe import _tokenizers
+from .byte_level import BYTE_CHARS, byte_level_bytes
 from .extra import text_extra
 from .chat_template import ChatTemplate
 from .llama_pretokenizers import PRE_TOKENIZERS, PreTokenizer
@@ -47,23 +48,6 @@ NORMAL_TYPE = 1  # llama.h: LLAMA_TOKEN_TYPE_NORMAL, a token_type array's defaul
 MODELS = ("gpt2", "llama", "gemma4")  # the tokenizer.ggml.model values read
 SPACE = "\u2581"  # "▁": a space in SentencePiece-style tokens
 _NEWLINES = re.compile("(\n+)")
-
-
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's alphabet: the character standing for each byte in a byte-level BPE token's text."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            chars[chr(b)] = b
-        else:
-            chars[chr(256 + extra)] = b
-            extra += 1
-    return chars
-
-
-BYTES = _byte_decoder()
-BYTE_CHARS = {b: c for c, b in BYTES.items()}
 SPM_CHUNK = 1 << 20  # characters of a SentencePiece text merged at a time (where it can be cut)
 SPM_MAX = 1 << 24    # characters merged at once at most (~2.4 GB)
 WORD_CACHE = 1 << 20  # words whose ids are kept (then forgotten at once): a repeated word is looked up
@@ -71,18 +55,6 @@ WORD_CACHE = 1 << 20  # words whose ids are kept (then forgotten at once): a rep
 
 def _regex() -> Any:
     return text_extra("regex", "GGUFTokenizer")
-
-
-def _byte_level_bytes(text: str) -> bytes:
-    """A byte-level BPE token's bytes (llama_decode_text: a character outside GPT-2's alphabet as
-    llama.cpp writes it)."""
-    out = bytearray()
-    for c in text:
-        if c in BYTES:
-            out.append(BYTES[c])
-        else:
-            out += b"[UNK_BYTE_0x" + c.encode().hex().encode() + text.encode() + b"]"
-    return bytes(out)
 
 
 def _strings(keys: Mapping[str, Any], name: str) -> list[str] | None:
@@ -390,7 +362,7 @@ class GGUFTokenizer:
         if attr & USER_DEFINED:
             return text.encode()
         if attr & NORMAL:
-            return text.replace(SPACE, " ").encode() if self.escape_spaces else _byte_level_bytes(text)
+            return text.replace(SPACE, " ").encode() if self.escape_spaces else byte_level_bytes(text)
         if attr & BYTE:
             return bytes([int(text[3:5], 16)])
         return b""
