@@ -198,3 +198,70 @@ def test_grad_driver_params_filter():
     assert not re.search(rx, "mask=1,x=1,inplace=0")
     assert not re.search(rx, "a=[1,2],b=0.5")
     assert drv.build_params_filter(None, [], []) is None
+
+
+# A stand-in for test-backend-ops in grad mode: one RMS_NORM case and one ADD case, whose RMS_NORM case
+# fails with a finite-difference error in the runs listed in $FAKE_FAILING_RUNS (counted in $FAKE_COUNTER).
+_FAKE_GRAD = '''
+import os, re, sys
+counter = os.environ["FAKE_COUNTER"]
+run = int(open(counter).read()) + 1 if os.path.exists(counter) else 1
+open(counter, "w").write(str(run))
+failing = {int(r) for r in os.environ["FAKE_FAILING_RUNS"].split(",") if r}
+args = sys.argv[1:]
+params = args[args.index("-p") + 1] if "-p" in args else None
+cases = [("RMS_NORM", "type=f32,ne=[33,5,4,3],eps=0.000100"), ("ADD", "type=f32,ne=[10,5,4,3]")]
+n_ok = 0
+for op, p in cases:
+    if params is not None and not re.search(params, p):
+        continue
+    print(f"  {op}({p}): OK")
+    if op == "RMS_NORM" and run in failing:
+        print(f"  SUM({p}): [SUM] MAA = 0.001175979 > 0.000100000 FAIL")
+        print(f"  SUM({p}): compare failed FAIL")
+    else:
+        print(f"  SUM({p}): OK")
+        n_ok += 1
+n = sum(params is None or re.search(params, p) is not None for _, p in cases)
+print(f"  {n_ok}/{n} tests passed")
+sys.exit(0 if n_ok == n else 1)
+'''
+
+
+@pytest.mark.parametrize("failing_runs, status, tag, runs", [
+    ("1", 0, "NOISE maa", 3),      # the first run fails, both reruns of the case alone pass
+    ("1,3", 1, "NEW maa", 3),      # the second rerun fails: reproduced
+    ("1,2", 1, "NEW maa", 2),      # the first rerun fails: reproduced, no second rerun
+])
+def test_grad_driver_reruns_an_unlisted_precision_failure(tmp_path, monkeypatch, capsys, failing_runs, status,
+                                                          tag, runs):
+    import sys
+
+    drv = _load_grad_driver()
+    exe = tmp_path / "test-backend-ops"
+    exe.write_text(f"#!{sys.executable}\n{_FAKE_GRAD}")
+    exe.chmod(0o755)
+    monkeypatch.setenv("FAKE_COUNTER", str(tmp_path / "runs"))
+    monkeypatch.setenv("FAKE_FAILING_RUNS", failing_runs)
+    monkeypatch.setattr(drv, "KNOWN_FAILURES", {})
+    assert drv.check(str(exe), "RMS_NORM", "CPU", None, timeout=60, verbose=False) == status
+    out = capsys.readouterr().out
+    assert f"  {tag:<16} RMS_NORM(type=f32,ne=[33,5,4,3],eps=0.000100) (" in out
+    assert int((tmp_path / "runs").read_text()) == runs
+
+
+def test_grad_driver_rerun_tells_a_wrong_gradient_from_noise():
+    """On the real test-backend-ops: SUM of a transposed view has a wrong CPU forward (its table entry),
+    so its finite differences disagree with backprop in every rerun; NEG's gradient (-1 everywhere, whose
+    finite differences are exact to ~1e-5) passes its reruns, as a case that failed by noise does."""
+    exe = BUILD_DIR / "bin" / "test-backend-ops" if BUILD_DIR is not None else None
+    if exe is None or not os.access(exe, os.X_OK):
+        msg = f"test-backend-ops not built: {WHY_NONE or 'no bin/test-backend-ops'}; {HOW_TO_BUILD}"
+        if os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    drv = _load_grad_driver()
+    wrong = drv.Case("SUM", "type=f32,ne=[33,256,1,1],permute=[1,0,2,3]", status="fail", kind="maa")
+    assert drv.reproduces(str(exe), "CPU", wrong, timeout=120)
+    right = drv.Case("NEG", "type=f32,ne_a=[128,2,2,2],v=0", status="fail", kind="maa")
+    assert not drv.reproduces(str(exe), "CPU", right, timeout=120)

@@ -19,7 +19,11 @@ leaves out every case its table entry names (a substring of the parameters, such
 
 The inputs of every case are random (test-backend-ops seeds from std::random_device), so a
 finite-difference error that is close to the tolerance fails in some runs and not in others. Entries of
-kind "maa" cover such cases; a known failure that did not occur is reported, never an error.
+kind "maa" cover such cases; a known failure that did not occur is reported, never an error. A precision
+failure ("maa") that the table does not cover is run again alone, NOISE_RERUNS times, each time on new
+random inputs: a wrong gradient fails again, noise of the finite differences does not (a case that fails
+about one run in 50 fails all three runs about once in 10^5). It is an error unless every rerun passes,
+and is reported either way.
 
 Maintenance: ``--repeat N`` runs N times and prints how often each case failed and its largest error,
 which is how the table below was measured.
@@ -113,6 +117,8 @@ KNOWN_FAILURES: dict[str, list[Known]] = {
               "Models trained with ggml-opt here use no sinks"),
     ],
     "RMS_NORM": [
+        # Not listed, rerun instead (see NOISE_RERUNS): one CI run failed RMS_NORM(ne=[33,5,4,3], eps=1e-4)
+        # with MAA 1.18e-3; 0 of 20 local runs (--repeat, every inplace=0 case) failed any case
         Known("inplace=1", "crash", _INPLACE_VIEW),
     ],
     "GELU": [
@@ -189,6 +195,7 @@ class Case:
     t_start: float = 0.0
     seconds: float = 0.0
     known: Optional[Known] = None
+    noise: bool = False  # a precision failure that its reruns did not reproduce (see reproduces())
 
     @property
     def name(self) -> str:
@@ -332,6 +339,21 @@ def run_once(exe: str, op: str, backend: str, params: Optional[str], timeout: fl
     return res
 
 
+NOISE_RERUNS = 2
+
+
+def reproduces(exe: str, backend: str, case: Case, timeout: float, reruns: int = NOISE_RERUNS) -> bool:
+    """Whether a failed case fails again when it runs alone `reruns` times, each on new random inputs.
+
+    Anything but a pass in every rerun (a failure, a crash, the case not run at all) counts as reproduced."""
+    for _ in range(reruns):
+        res = run_once(exe, case.op, backend, "^" + _ecma_escape(case.params) + "$", timeout)
+        again = [c for c in res.cases if c.params == case.params and c.status != "large"]
+        if res.timed_out or res.returncode != 0 or not again or any(c.status != "pass" for c in again):
+            return True
+    return False
+
+
 def _signal_name(rc: int) -> str:
     try:
         return signal.Signals(-rc).name
@@ -390,6 +412,10 @@ def check(exe: str, op: str, backend: str, params: Optional[str], timeout: float
     passed = [c for c in cases if c.status == "pass"]
     known = [c for c in cases if c.status in ("fail", "crash") and c.known]
     new = [c for c in cases if c.status in ("fail", "crash") and not c.known]
+    for c in new:
+        c.noise = c.kind == "maa" and not reproduces(exe, backend, c, timeout)
+    noise = [c for c in new if c.noise]
+    new = [c for c in new if not c.noise]
     n_unsupported = sum(c.status == "unsupported" for c in cases)
     n_large = sum(c.status == "large" for c in cases)
 
@@ -410,11 +436,14 @@ def check(exe: str, op: str, backend: str, params: Optional[str], timeout: float
         if verbose or c.status in ("fail", "crash"):
             tag = {"pass": "ok", "unsupported": "unsupported", "large": "skipped (large)"}.get(c.status)
             if tag is None:
-                tag = f"KNOWN {c.kind}" if c.known else f"NEW {c.kind}"
+                tag = f"KNOWN {c.kind}" if c.known else f"NOISE {c.kind}" if c.noise else f"NEW {c.kind}"
             extra = f"  [{c.detail}]" if c.detail and c.status != "pass" else ""
             print(f"  {tag:<16} {c.name} ({c.seconds:.2f} s){extra}")
             if c.known:
                 print(f"  {'':<16}   known: {c.known.reason}")
+            elif c.noise:
+                print(f"  {'':<16}   not in the table; passed {NOISE_RERUNS} reruns on new random inputs: "
+                      "finite-difference noise, not a wrong gradient")
     occurred = {id(c.known) for c in known}
     for k in known_list:
         if id(k) not in occurred:
@@ -427,7 +456,8 @@ def check(exe: str, op: str, backend: str, params: Optional[str], timeout: float
         for line in res.stderr.strip().splitlines()[-10:]:
             print(f"    {line}")
 
-    print(f"grad-{op}: {len(passed)} passed, {len(known)} known failures, {len(new)} new failures "
+    print(f"grad-{op}: {len(passed)} passed, {len(known)} known failures, {len(noise)} not reproduced, "
+          f"{len(new)} new failures "
           f"({n_unsupported} unsupported, {n_large} skipped as too large, {reruns} rerun(s) after a "
           f"crash) in {elapsed:.1f} s")
     if excluded_substrings:
