@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,13 +80,17 @@ def _discover() -> tuple[Path | None, str | None, list[str], str]:
 BUILD_DIR, CTEST, CTEST_NAMES, WHY_NONE = _discover()
 
 
+def _without_c_tests(msg: str) -> None:
+    """Skip (fail under PYGGML_OPT_REQUIRE_C_TESTS=1) a test whose C-level build is missing."""
+    if os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1":
+        pytest.fail(msg + " (PYGGML_OPT_REQUIRE_C_TESTS=1 requires them)")
+    pytest.skip(msg)
+
+
 @pytest.mark.parametrize("name", CTEST_NAMES or [pytest.param(None, id="no-c-tests")])
 def test_ctest(name):
     if name is None:
-        msg = f"C-level tests not found: {WHY_NONE}; {HOW_TO_BUILD}"
-        if os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1":
-            pytest.fail(msg + " (PYGGML_OPT_REQUIRE_C_TESTS=1 requires them)")
-        pytest.skip(msg)
+        _without_c_tests(f"C-level tests not found: {WHY_NONE}; {HOW_TO_BUILD}")
     regex = "^" + _CMAKE_REGEX_SPECIAL.sub(r"\\\1", name) + "$"
     try:
         proc = subprocess.run(
@@ -109,7 +114,6 @@ def test_ctest(name):
 # --------------------------------------------------------------------------------------------------
 def _load_grad_driver():
     import importlib.util
-    import sys
 
     name = "_pyggml_opt_run_grad_checks"
     if name not in sys.modules:
@@ -235,8 +239,6 @@ sys.exit(0 if n_ok == n else 1)
 ])
 def test_grad_driver_reruns_an_unlisted_precision_failure(tmp_path, monkeypatch, capsys, failing_runs, status,
                                                           tag, runs):
-    import sys
-
     drv = _load_grad_driver()
     exe = tmp_path / "test-backend-ops"
     exe.write_text(f"#!{sys.executable}\n{_FAKE_GRAD}")
@@ -256,10 +258,7 @@ def test_grad_driver_rerun_tells_a_wrong_gradient_from_noise():
     finite differences are exact to ~1e-5) passes its reruns, as a case that failed by noise does."""
     exe = BUILD_DIR / "bin" / "test-backend-ops" if BUILD_DIR is not None else None
     if exe is None or not os.access(exe, os.X_OK):
-        msg = f"test-backend-ops not built: {WHY_NONE or 'no bin/test-backend-ops'}; {HOW_TO_BUILD}"
-        if os.environ.get("PYGGML_OPT_REQUIRE_C_TESTS") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
+        _without_c_tests(f"test-backend-ops not built: {WHY_NONE or 'no bin/test-backend-ops'}; {HOW_TO_BUILD}")
     drv = _load_grad_driver()
     wrong = drv.Case("SUM", "type=f32,ne=[33,256,1,1],permute=[1,0,2,3]", status="fail", kind="maa")
     assert drv.reproduces(str(exe), "CPU", wrong, timeout=120)
